@@ -1,0 +1,248 @@
+// The `ergon` command: parses options and wires the modules together. No domain logic here.
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli/record.h"
+#include "common/error.h"
+#include "costdb/database.h"
+#include "devices/board_profile.h"
+#include "devices/sim_server.h"
+
+namespace ergon::cli {
+namespace {
+
+devices::BoardProfile board_or_throw(const std::string& name) {
+  auto board = devices::find_board(name);
+  if (!board)
+    throw InputError("unknown board '" + name + "' (known: " + devices::board_names() + ")");
+  return *board;
+}
+
+std::string format_time(int64_t wall_ns) {
+  const std::time_t t = static_cast<std::time_t>(wall_ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+void print_runs(costdb::Database& db, std::ostream& out) {
+  const auto runs = costdb::list_runs(db);
+  if (runs.empty()) {
+    out << "no runs in " << db.path().string() << "\n";
+    return;
+  }
+  out << fmt::format("{:>4}  {:<9} {:<14} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
+                     "run", "board", "name", "status", "started (UTC)", "samples", "spans",
+                     "sync", "lost", "crc", "source");
+  for (const auto& r : runs) {
+    out << fmt::format("{:>4}  {:<9} {:<14} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
+                       r.id, r.board_kind, r.board_name, costdb::to_string(r.status),
+                       format_time(r.started_at_ns), r.samples, r.spans, r.sync_points,
+                       r.counters.frames_lost, r.counters.crc_errors, r.source);
+  }
+}
+
+int report_outcomes(const std::vector<BoardOutcome>& outcomes, std::ostream& out) {
+  int failures = 0;
+  for (const auto& o : outcomes) {
+    const std::string run = o.run_id ? fmt::format("run {}", *o.run_id) : "no run";
+    out << fmt::format("{}: {} ({}): {} spans, {} samples, {} sync points, {} frames lost, "
+                       "{} CRC errors\n",
+                       o.port, devices::to_string(o.state), run, o.stats.spans, o.stats.samples,
+                       o.stats.sync_points, o.stats.decoder.frames_lost,
+                       o.stats.decoder.crc_errors);
+    if (o.state == devices::SessionState::kFailed ||
+        o.state == devices::SessionState::kDisconnected) {
+      std::cerr << "ergon: " << o.error << "\n";
+      ++failures;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+struct SimArgs {
+  std::string board = "pi4";
+  bool pty = false;
+  int tcp_port = -1;
+  double speed = 1.0;
+  double corrupt = 0.0;
+  double disconnect_after_s = 0.0;
+  uint64_t seed = 1;
+  std::string truth;
+};
+
+int run_sim(const SimArgs& a) {
+  const auto board = board_or_throw(a.board);
+  devices::SimServerOptions opt{.speed = a.speed,
+                                .corrupt_probability = a.corrupt,
+                                .disconnect_after_s = a.disconnect_after_s,
+                                .seed = a.seed,
+                                .truth_csv = a.truth};
+  std::unique_ptr<devices::SimServer> server =
+      a.tcp_port >= 0
+          ? devices::SimServer::listen_tcp(board, opt, static_cast<uint16_t>(a.tcp_port))
+          : devices::SimServer::open_pty(board, opt);
+  std::cout << server->link_name() << std::endl;
+  std::cerr << fmt::format("simulating {} ({}) on {}; Ctrl-C to stop\n", board.name,
+                           board.description, server->link_name());
+  auto& interrupts = install_interrupt_counter();
+  server->start();
+  while (interrupts.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server->stop();
+  return 0;
+}
+
+struct DemoArgs {
+  std::string db = "ergon-demo.db";
+  std::vector<std::string> boards;
+  double speed = 8.0;
+};
+
+int run_demo(const DemoArgs& a) {
+  std::vector<devices::BoardProfile> boards;
+  if (a.boards.empty()) {
+    boards = devices::board_profiles();
+  } else {
+    for (const auto& name : a.boards) boards.push_back(board_or_throw(name));
+  }
+  std::cout << fmt::format("ergon demo: {} simulated boards on pseudo-terminals -> {}\n",
+                           boards.size(), a.db);
+  std::vector<std::unique_ptr<devices::SimServer>> sims;
+  RecordRequest request;
+  request.db_path = a.db;
+  uint64_t seed = 1;
+  for (const auto& board : boards) {
+    sims.push_back(devices::SimServer::open_pty(
+        board, devices::SimServerOptions{.speed = a.speed, .seed = seed++}));
+    sims.back()->start();
+    std::cout << fmt::format("  {:<9} {} on {}\n", board.name, board.description,
+                             sims.back()->link_name());
+    request.ports.push_back(sims.back()->link_name());
+  }
+  std::cout << "recording the default profile plan of each board...\n";
+  const auto outcomes = record_boards(request, std::cout, install_interrupt_counter());
+  for (auto& sim : sims) sim->stop();
+
+  std::cout << "\n";
+  const int rc = report_outcomes(outcomes, std::cout);
+  std::cout << "\n";
+  auto db = costdb::Database::open_read_only(a.db);
+  print_runs(db, std::cout);
+  std::cout << fmt::format("\nnext: ergon runs --db {0}   ergon export --db {0} --run N --csv DIR\n",
+                           a.db);
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ergon: measure and plan the energy of neural-network training on small boards"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "ergon 0.1.0");
+
+  DemoArgs demo;
+  auto* demo_cmd = app.add_subcommand(
+      "demo", "simulate every board on a pseudo-terminal and record it into a database");
+  demo_cmd->add_option("--db", demo.db, "database file")->capture_default_str();
+  demo_cmd->add_option("--board", demo.boards, "boards to simulate (default: all)");
+  demo_cmd->add_option("--speed", demo.speed, "simulated seconds per wall second")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
+  SimArgs sim;
+  auto* sim_cmd = app.add_subcommand(
+      "sim", "run a simulated board on a pseudo-terminal or TCP port (prints its path)");
+  sim_cmd->add_option("--board", sim.board, "board: " + devices::board_names())
+      ->capture_default_str();
+  auto* pty_flag = sim_cmd->add_flag("--pty", sim.pty, "serve on a pseudo-terminal (default)");
+  sim_cmd->add_option("--tcp", sim.tcp_port, "serve on 127.0.0.1:PORT (0: any free port)")
+      ->excludes(pty_flag)
+      ->check(CLI::Range(0, 65535));
+  sim_cmd->add_option("--speed", sim.speed, "simulated seconds per wall second; 0 = unpaced")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sim_cmd->add_option("--corrupt", sim.corrupt, "probability of a bit flip per byte sent")
+      ->check(CLI::Range(0.0, 1.0));
+  sim_cmd->add_option("--disconnect-after", sim.disconnect_after_s,
+                      "drop the link this many seconds after the run starts");
+  sim_cmd->add_option("--seed", sim.seed, "random seed")->capture_default_str();
+  sim_cmd->add_option("--truth", sim.truth, "write the true energy of every span to this CSV");
+
+  RecordRequest rec;
+  std::string rec_board;
+  std::string rec_db = "ergon.db";
+  double rec_duration = 0;
+  int rec_loops = -1;
+  auto* rec_cmd = app.add_subcommand("record", "record boards into the cost database");
+  rec_cmd->add_option("--port", rec.ports, "serial device, pty path or tcp:HOST:PORT (repeatable)")
+      ->required();
+  rec_cmd->add_option("--board", rec_board,
+                      "expected board (" + devices::board_names() + "); the board's Hello wins");
+  rec_cmd->add_option("--db", rec_db, "database file")->capture_default_str();
+  rec_cmd->add_option("--duration", rec_duration, "stop after this many seconds (loops the plan)")
+      ->check(CLI::PositiveNumber);
+  rec_cmd->add_option("--loops", rec_loops, "passes over the profile plan (default 1; 0 = "
+                                            "until --duration or Ctrl-C)")
+      ->check(CLI::NonNegativeNumber);
+  rec_cmd->add_option("--baud", rec.baud, "serial baud rate")->capture_default_str();
+  rec_cmd->add_option("--seed", rec.options.seed, "shuffles the plan order")->capture_default_str();
+
+  std::string runs_db = "ergon.db";
+  auto* runs_cmd = app.add_subcommand("runs", "list the recorded runs");
+  runs_cmd->add_option("--db", runs_db, "database file")->capture_default_str();
+
+  std::string export_db = "ergon.db";
+  int64_t export_run = 0;
+  std::string export_dir;
+  auto* export_cmd = app.add_subcommand("export", "write a run's raw data as CSV files");
+  export_cmd->add_option("--db", export_db, "database file")->capture_default_str();
+  export_cmd->add_option("--run", export_run, "run id (see ergon runs)")->required();
+  export_cmd->add_option("--csv", export_dir, "output folder")->required();
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*demo_cmd) return run_demo(demo);
+    if (*sim_cmd) return run_sim(sim);
+    if (*rec_cmd) {
+      if (!rec_board.empty()) rec.options.expected_board = board_or_throw(rec_board);
+      if (rec_duration > 0) rec.options.duration_s = rec_duration;
+      rec.options.loops = static_cast<uint16_t>(rec_loops >= 0 ? rec_loops
+                                                : rec_duration > 0 ? 0
+                                                                   : 1);
+      if (rec.options.loops == 0 && rec_duration <= 0)
+        std::cerr << "recording until Ctrl-C\n";
+      rec.db_path = rec_db;
+      const auto outcomes = record_boards(rec, std::cout, install_interrupt_counter());
+      return report_outcomes(outcomes, std::cout);
+    }
+    if (*runs_cmd) {
+      auto db = costdb::Database::open_read_only(runs_db);
+      print_runs(db, std::cout);
+      return 0;
+    }
+    if (*export_cmd) {
+      auto db = costdb::Database::open_read_only(export_db);
+      costdb::export_run_csv(db, export_run, export_dir);
+      std::cout << fmt::format("wrote run {} to {}/ (ops, spans, samples, sync, events .csv)\n",
+                               export_run, export_dir);
+      return 0;
+    }
+  } catch (const Error& e) {
+    std::cerr << "ergon: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ergon::cli
+
+int main(int argc, char** argv) { return ergon::cli::main(argc, argv); }

@@ -1,0 +1,130 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "probes/power.h"
+#include "profiler/op.h"
+#include "profiler/sync.h"
+
+namespace ergon::costdb {
+
+/// Schema version this build writes (PRAGMA user_version). Migrations in schema.cpp bring
+/// older files up to it; a newer file is refused with DatabaseError.
+inline constexpr int kSchemaVersion = 1;
+
+/// An open SQLite cost database (WAL, one writer). Not thread-safe: use it from one thread.
+/// Writes go into a batch (one transaction) that commit_batch() makes durable; a process
+/// killed between commits loses only the uncommitted batch and leaves a valid file.
+class Database {
+ public:
+  /// Opens or creates the file and migrates it to kSchemaVersion.
+  /// Throws DatabaseError (one line naming the path) when it cannot.
+  static Database open(const std::filesystem::path& path);
+  /// Opens an existing file without migrating or writing; for listing and export.
+  static Database open_read_only(const std::filesystem::path& path);
+
+  Database(Database&&) noexcept;
+  Database& operator=(Database&&) noexcept;
+  ~Database();  ///< commits an open batch
+
+  [[nodiscard]] int schema_version() const;
+  [[nodiscard]] const std::filesystem::path& path() const;
+
+  /// Makes every write since the last commit durable and opens the next batch.
+  void commit_batch();
+
+  /// Result of PRAGMA integrity_check: "ok" for a sound file.
+  [[nodiscard]] std::string integrity_check();
+
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  explicit Database(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct BoardInfo {
+  std::string name;        ///< e.g. "pi4-sim"; boards are unique by (kind, name)
+  std::string kind;        ///< "tx2", "pi4", "nrf52840", "mkr1000"
+  uint32_t firmware_version = 0;
+  uint64_t tick_hz = 0;
+  uint64_t ram_bytes = 0;
+  std::vector<probes::Rail> rails;
+};
+
+using profiler::SyncPoint;
+
+/// What the host's decoder counted for a run (data faults are stored, never fatal).
+struct LinkCounters {
+  uint64_t bytes = 0;
+  uint64_t frames_ok = 0;
+  uint64_t frames_lost = 0;
+  uint64_t crc_errors = 0;
+  uint64_t malformed = 0;
+  /// What the device said it sent (RunDone), when it said so.
+  std::optional<uint64_t> device_spans_sent;
+  std::optional<uint64_t> device_samples_sent;
+  std::optional<uint64_t> device_frames_sent;
+};
+
+enum class RunStatus { kRecording, kCompleted, kStopped, kDisconnected, kFailed };
+std::string_view to_string(RunStatus status);
+
+/// Records one run: the board, its rails (as probes), the op shapes of its plan, and the raw
+/// spans, samples, sync points and events as they arrive. Inserts use prepared statements and
+/// go into the database's current batch.
+class RunWriter {
+ public:
+  RunWriter(Database& db, const BoardInfo& board, std::string_view source,
+            int64_t started_at_ns);
+  RunWriter(RunWriter&&) noexcept;
+  ~RunWriter();
+
+  [[nodiscard]] int64_t run_id() const;
+
+  /// Declares plan op `op_id` of this run (shapes are shared across runs).
+  void add_op(uint32_t op_id, const profiler::OpShape& shape, profiler::Phase phase);
+  void add_span(const profiler::OpSpan& span);
+  void add_samples(std::span<const probes::PowerSample> samples);
+  void add_sync(const SyncPoint& sync);
+  /// A timestamped note: device Log lines, disconnects, protocol warnings.
+  void add_event(int64_t host_ns, std::string_view kind, std::string_view text);
+  /// Stores the link counters and status; callable many times (the last one wins).
+  void update(RunStatus status, const LinkCounters& counters, int64_t ended_at_ns);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+struct RunSummary {
+  int64_t id = 0;
+  std::string board_kind;
+  std::string board_name;
+  std::string source;
+  int64_t started_at_ns = 0;
+  std::optional<int64_t> ended_at_ns;
+  RunStatus status = RunStatus::kRecording;
+  uint64_t spans = 0;
+  uint64_t samples = 0;
+  uint64_t sync_points = 0;
+  LinkCounters counters;
+};
+
+std::vector<RunSummary> list_runs(Database& db);
+std::optional<RunSummary> find_run(Database& db, int64_t run_id);
+
+/// Writes spans.csv, samples.csv, sync.csv, events.csv and ops.csv of a run into dir
+/// (created if missing). Throws InputError for an unknown run.
+void export_run_csv(Database& db, int64_t run_id, const std::filesystem::path& dir);
+
+}  // namespace ergon::costdb

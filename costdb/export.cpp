@@ -1,0 +1,219 @@
+// Reading runs back: listing and CSV export.
+
+#include "costdb/database.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <system_error>
+
+#include "common/error.h"
+#include "costdb/database_impl.h"
+
+namespace ergon::costdb {
+namespace {
+
+// Counts are COUNT(*) per run. power_samples has no index on run_id (ingest speed), so each
+// sample count scans that table once.
+constexpr const char* kRunSummarySql =
+    "SELECT r.id, b.kind, b.name, r.source, r.started_at_ns, r.ended_at_ns, r.status, "
+    "r.bytes, r.frames_ok, r.frames_lost, r.crc_errors, r.malformed, "
+    "r.device_spans_sent, r.device_samples_sent, r.device_frames_sent, "
+    "(SELECT COUNT(*) FROM op_spans s WHERE s.run_id = r.id), "
+    "(SELECT COUNT(*) FROM power_samples p WHERE p.run_id = r.id), "
+    "(SELECT COUNT(*) FROM sync_points y WHERE y.run_id = r.id) "
+    "FROM runs r JOIN boards b ON b.id = r.board_id ";
+
+RunSummary read_summary(const detail::Statement& row, const std::filesystem::path& path) {
+  RunSummary run;
+  run.id = row.column_int64(0);
+  run.board_kind = row.column_text(1);
+  run.board_name = row.column_text(2);
+  run.source = row.column_text(3);
+  run.started_at_ns = row.column_int64(4);
+  if (!row.column_is_null(5)) run.ended_at_ns = row.column_int64(5);
+  const std::string_view status = row.column_text(6);
+  const auto parsed = detail::run_status_from_string(status);
+  if (!parsed) {
+    throw DatabaseError("database " + path.string() + ": run " + std::to_string(run.id) +
+                        " has an unknown status '" + std::string(status) + "'");
+  }
+  run.status = *parsed;
+  run.counters.bytes = row.column_uint64(7);
+  run.counters.frames_ok = row.column_uint64(8);
+  run.counters.frames_lost = row.column_uint64(9);
+  run.counters.crc_errors = row.column_uint64(10);
+  run.counters.malformed = row.column_uint64(11);
+  if (!row.column_is_null(12)) run.counters.device_spans_sent = row.column_uint64(12);
+  if (!row.column_is_null(13)) run.counters.device_samples_sent = row.column_uint64(13);
+  if (!row.column_is_null(14)) run.counters.device_frames_sent = row.column_uint64(14);
+  run.spans = row.column_uint64(15);
+  run.samples = row.column_uint64(16);
+  run.sync_points = row.column_uint64(17);
+  return run;
+}
+
+enum class Column { kSigned, kUnsigned, kText };
+
+/// Buffered CSV output into `<name>.tmp`, renamed over `<name>` by finish(): a failed export
+/// leaves no half-written file under the final name.
+class CsvFile {
+ public:
+  explicit CsvFile(std::filesystem::path path) : path_(std::move(path)) {
+    tmp_path_ = path_;
+    tmp_path_ += ".tmp";
+    file_ = std::fopen(tmp_path_.c_str(), "wb");
+    if (file_ == nullptr) fail();
+    buffer_.reserve(kFlushBytes + 4096);
+  }
+  CsvFile(const CsvFile&) = delete;
+  CsvFile& operator=(const CsvFile&) = delete;
+  ~CsvFile() {
+    if (file_ != nullptr) {
+      std::fclose(file_);
+      std::error_code ec;
+      std::filesystem::remove(tmp_path_, ec);
+    }
+  }
+
+  void raw(std::string_view value) { buffer_ += value; }
+  void text(std::string_view value) {
+    if (value.find_first_of(",\"\r\n") == std::string_view::npos) {
+      buffer_ += value;
+      return;
+    }
+    buffer_ += '"';
+    for (char c : value) {
+      if (c == '"') buffer_ += '"';
+      buffer_ += c;
+    }
+    buffer_ += '"';
+  }
+  template <typename Int>
+  void number(Int value) {
+    char digits[24];
+    const auto [end, ec] = std::to_chars(std::begin(digits), std::end(digits), value);
+    buffer_.append(digits, end);
+  }
+  void separator() { buffer_ += ','; }
+  void end_row() {
+    buffer_ += '\n';
+    if (buffer_.size() >= kFlushBytes) flush();
+  }
+
+  void finish() {
+    flush();
+    const int rc = std::fclose(file_);
+    file_ = nullptr;
+    if (rc != 0) fail();
+    std::error_code ec;
+    std::filesystem::rename(tmp_path_, path_, ec);
+    if (ec) throw InputError("cannot write " + path_.string() + ": " + ec.message());
+  }
+
+ private:
+  static constexpr std::size_t kFlushBytes = 1 << 20;
+
+  void flush() {
+    if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) {
+      fail();
+    }
+    buffer_.clear();
+  }
+  [[noreturn]] void fail() const {
+    throw InputError("cannot write " + path_.string() + ": " + std::strerror(errno));
+  }
+
+  std::filesystem::path path_;
+  std::filesystem::path tmp_path_;
+  std::FILE* file_ = nullptr;
+  std::string buffer_;
+};
+
+void export_table(Database::Impl& db, int64_t run_id, const std::filesystem::path& file,
+                  std::string_view header, std::initializer_list<Column> columns,
+                  std::string_view sql) {
+  detail::Statement query(db.db, sql, db.path);
+  query.bind(1, run_id);
+  CsvFile csv(file);
+  csv.raw(header);
+  csv.end_row();
+  const std::string doing = "cannot read run " + std::to_string(run_id);
+  while (query.step(doing)) {
+    int col = 0;
+    for (Column column : columns) {
+      if (col != 0) csv.separator();
+      switch (column) {
+        case Column::kSigned: csv.number(query.column_int64(col)); break;
+        case Column::kUnsigned: csv.number(query.column_uint64(col)); break;
+        case Column::kText: csv.text(query.column_text(col)); break;
+      }
+      ++col;
+    }
+    csv.end_row();
+  }
+  csv.finish();
+}
+
+}  // namespace
+
+std::vector<RunSummary> list_runs(Database& db) {
+  Database::Impl& impl = db.impl();
+  detail::Statement query(impl.db, std::string(kRunSummarySql) + "ORDER BY r.id", impl.path);
+  std::vector<RunSummary> runs;
+  while (query.step("cannot list runs")) runs.push_back(read_summary(query, impl.path));
+  return runs;
+}
+
+std::optional<RunSummary> find_run(Database& db, int64_t run_id) {
+  Database::Impl& impl = db.impl();
+  detail::Statement query(impl.db, std::string(kRunSummarySql) + "WHERE r.id = ?1", impl.path);
+  query.bind(1, run_id);
+  const std::string doing = "cannot read run " + std::to_string(run_id);
+  if (!query.step(doing)) return std::nullopt;
+  RunSummary run = read_summary(query, impl.path);
+  query.reset();
+  return run;
+}
+
+void export_run_csv(Database& db, int64_t run_id, const std::filesystem::path& dir) {
+  Database::Impl& impl = db.impl();
+  {
+    detail::Statement exists(impl.db, "SELECT 1 FROM runs WHERE id = ?1", impl.path);
+    exists.bind(1, run_id);
+    if (!exists.step("cannot read run " + std::to_string(run_id))) {
+      throw InputError("no run " + std::to_string(run_id) + " in database " + impl.path.string());
+    }
+    exists.reset();
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError("cannot create " + dir.string() + ": " + ec.message());
+
+  using enum Column;
+  export_table(impl, run_id, dir / "spans.csv", "op_id,phase,begin_ticks,end_ticks,repetitions",
+               {kUnsigned, kText, kUnsigned, kUnsigned, kUnsigned},
+               "SELECT op_id, phase, begin_ticks, end_ticks, repetitions FROM op_spans "
+               "WHERE run_id = ?1 ORDER BY rowid");
+  export_table(impl, run_id, dir / "samples.csv", "rail,t_ticks,bus_uv,current_ua,power_uw,flags",
+               {kUnsigned, kUnsigned, kSigned, kSigned, kSigned, kUnsigned},
+               "SELECT rail, t_ticks, bus_uv, current_ua, power_uw, flags FROM power_samples "
+               "WHERE run_id = ?1 ORDER BY rowid");
+  export_table(impl, run_id, dir / "sync.csv",
+               "sync_id,host_tx_ns,device_rx_ticks,device_tx_ticks,host_rx_ns",
+               {kUnsigned, kSigned, kUnsigned, kUnsigned, kSigned},
+               "SELECT sync_id, host_tx_ns, device_rx_ticks, device_tx_ticks, host_rx_ns "
+               "FROM sync_points WHERE run_id = ?1 ORDER BY rowid");
+  export_table(impl, run_id, dir / "events.csv", "host_ns,kind,text", {kSigned, kText, kText},
+               "SELECT host_ns, kind, text FROM run_events WHERE run_id = ?1 ORDER BY rowid");
+  export_table(impl, run_id, dir / "ops.csv", "op_id,phase,kind,dims,flops,bytes_in,bytes_out",
+               {kUnsigned, kText, kText, kText, kUnsigned, kUnsigned, kUnsigned},
+               "SELECT o.op_id, o.phase, s.kind, s.dims, s.flops, s.bytes_in, s.bytes_out "
+               "FROM run_ops o JOIN op_shapes s ON s.id = o.shape_id WHERE o.run_id = ?1 "
+               "ORDER BY o.op_id");
+}
+
+}  // namespace ergon::costdb

@@ -1,0 +1,266 @@
+#include "costdb/database.h"
+
+#include <algorithm>
+#include <array>
+#include <string>
+
+#include "common/error.h"
+#include "costdb/database_impl.h"
+
+namespace ergon::costdb {
+namespace {
+
+/// Samples per INSERT statement: one statement with many VALUES rows costs one VDBE run instead
+/// of one per sample, which is most of the ingest speed. A span of n samples uses
+/// floor(n / kMaxSampleRows) full statements and one statement sized for the rest.
+constexpr std::size_t kMaxSampleRows = 64;
+constexpr int kSampleParams = 6;  ///< per row; ?1 (run_id) is shared by every row
+
+std::string sample_insert_sql(std::size_t rows) {
+  std::string sql =
+      "INSERT INTO power_samples (run_id, rail, t_ticks, bus_uv, current_ua, power_uw, flags) "
+      "VALUES ";
+  for (std::size_t i = 0; i < rows; ++i) {
+    if (i != 0) sql += ',';
+    sql += "(?1,?,?,?,?,?,?)";
+  }
+  return sql;
+}
+
+/// Steps a statement that returns one id (RETURNING or SELECT) and finishes it.
+int64_t single_id(detail::Statement& stmt, const std::filesystem::path& path,
+                  std::string_view doing) {
+  if (!stmt.step(doing)) {
+    throw DatabaseError("database " + path.string() + ": " + std::string(doing) +
+                        ": no row id returned");
+  }
+  const int64_t id = stmt.column_int64(0);
+  while (stmt.step(doing)) {
+  }
+  return id;
+}
+
+}  // namespace
+
+struct RunWriter::Impl {
+  Database::Impl* db = nullptr;  ///< not owned; heap-stable across moves of the Database
+  int64_t run_id = 0;
+  std::string doing_ops;
+  std::string doing_spans;
+  std::string doing_samples;
+  std::string doing_sync;
+  std::string doing_events;
+  std::string doing_update;
+  detail::Statement shape_insert;
+  detail::Statement shape_select;
+  detail::Statement run_op_insert;
+  detail::Statement span_insert;
+  detail::Statement sync_insert;
+  detail::Statement event_insert;
+  detail::Statement run_update;
+  std::array<detail::Statement, kMaxSampleRows + 1> sample_inserts;  ///< index: rows
+
+  detail::Statement& prepared(detail::Statement& stmt, std::string_view sql) {
+    if (!stmt) stmt = detail::Statement(db->db, sql, db->path);
+    return stmt;
+  }
+
+  /// Prepares on first use; ?1 is bound to the run id once and stays bound across resets.
+  detail::Statement& prepared_for_run(detail::Statement& stmt, std::string_view sql) {
+    if (!stmt) {
+      stmt = detail::Statement(db->db, sql, db->path);
+      stmt.bind(1, run_id);
+    }
+    return stmt;
+  }
+
+  sqlite3_stmt* sample_insert(std::size_t rows) {
+    return prepared_for_run(sample_inserts[rows], sample_insert_sql(rows)).get();
+  }
+};
+
+RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_view source,
+                     int64_t started_at_ns)
+    : impl_(std::make_unique<Impl>()) {
+  Database::Impl& db = database.impl();
+  impl_->db = &db;
+  db.ensure_batch();
+
+  const std::string doing_board = "cannot record board " + board.kind + " " + board.name;
+  detail::Statement board_upsert(
+      db.db,
+      "INSERT INTO boards (kind, name, firmware_version, tick_hz, ram_bytes, first_seen_ns) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
+      "ON CONFLICT (kind, name) DO UPDATE SET firmware_version = excluded.firmware_version, "
+      "tick_hz = excluded.tick_hz, ram_bytes = excluded.ram_bytes "
+      "RETURNING id",
+      db.path);
+  board_upsert.bind(1, std::string_view(board.kind));
+  board_upsert.bind(2, std::string_view(board.name));
+  board_upsert.bind(3, int64_t{board.firmware_version});
+  board_upsert.bind(4, board.tick_hz);
+  board_upsert.bind(5, board.ram_bytes);
+  board_upsert.bind(6, started_at_ns);
+  const int64_t board_id = single_id(board_upsert, db.path, doing_board);
+
+  detail::Statement probe_upsert(db.db,
+                                 "INSERT INTO probes (board_id, rail_id, name) VALUES (?1, ?2, ?3) "
+                                 "ON CONFLICT (board_id, rail_id) DO UPDATE SET name = excluded.name",
+                                 db.path);
+  probe_upsert.bind(1, board_id);
+  for (const probes::Rail& rail : board.rails) {
+    probe_upsert.bind(2, int64_t{rail.id});
+    probe_upsert.bind(3, std::string_view(rail.name));
+    probe_upsert.run(doing_board);
+  }
+
+  detail::Statement run_insert(db.db,
+                               "INSERT INTO runs (board_id, source, started_at_ns, status) "
+                               "VALUES (?1, ?2, ?3, 'recording') RETURNING id",
+                               db.path);
+  run_insert.bind(1, board_id);
+  run_insert.bind(2, source);
+  run_insert.bind(3, started_at_ns);
+  impl_->run_id = single_id(run_insert, db.path, "cannot start a run of " + board.name);
+
+  const std::string of_run = " of run " + std::to_string(impl_->run_id);
+  impl_->doing_ops = "cannot store ops" + of_run;
+  impl_->doing_spans = "cannot store spans" + of_run;
+  impl_->doing_samples = "cannot store samples" + of_run;
+  impl_->doing_sync = "cannot store sync points" + of_run;
+  impl_->doing_events = "cannot store events" + of_run;
+  impl_->doing_update = "cannot update the status" + of_run;
+}
+
+RunWriter::RunWriter(RunWriter&&) noexcept = default;
+RunWriter::~RunWriter() = default;
+
+int64_t RunWriter::run_id() const { return impl_->run_id; }
+
+void RunWriter::add_op(uint32_t op_id, const profiler::OpShape& shape, profiler::Phase phase) {
+  Impl& w = *impl_;
+  w.db->ensure_batch();
+  const std::string dims = profiler::dims_text(shape);
+  const std::string_view kind = profiler::to_string(shape.kind);
+
+  for (detail::Statement* stmt :
+       {&w.prepared(w.shape_insert,
+                    "INSERT INTO op_shapes (kind, dims, flops, bytes_in, bytes_out) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING"),
+        &w.prepared(w.shape_select,
+                    "SELECT id FROM op_shapes WHERE kind = ?1 AND dims = ?2 AND flops = ?3 "
+                    "AND bytes_in = ?4 AND bytes_out = ?5")}) {
+    stmt->bind(1, kind);
+    stmt->bind(2, std::string_view(dims));
+    stmt->bind(3, shape.flops);
+    stmt->bind(4, shape.bytes_in);
+    stmt->bind(5, shape.bytes_out);
+  }
+  w.shape_insert.run(w.doing_ops);
+  const int64_t shape_id = single_id(w.shape_select, w.db->path, w.doing_ops);
+
+  detail::Statement& insert = w.prepared_for_run(
+      w.run_op_insert, "INSERT INTO run_ops (run_id, op_id, shape_id, phase) VALUES (?1, ?2, ?3, ?4)");
+  insert.bind(2, int64_t{op_id});
+  insert.bind(3, shape_id);
+  insert.bind(4, profiler::to_string(phase));
+  insert.run(w.doing_ops);
+}
+
+void RunWriter::add_span(const profiler::OpSpan& span) {
+  Impl& w = *impl_;
+  w.db->ensure_batch();
+  detail::Statement& insert =
+      w.prepared_for_run(w.span_insert,
+                 "INSERT INTO op_spans (run_id, op_id, phase, begin_ticks, end_ticks, repetitions) "
+                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  insert.bind(2, int64_t{span.op_id});
+  insert.bind(3, profiler::to_string(span.phase));
+  insert.bind(4, span.begin_ticks);
+  insert.bind(5, span.end_ticks);
+  insert.bind(6, int64_t{span.repetitions});
+  insert.run(w.doing_spans);
+}
+
+void RunWriter::add_samples(std::span<const probes::PowerSample> samples) {
+  Impl& w = *impl_;
+  w.db->ensure_batch();
+  while (!samples.empty()) {
+    const std::size_t rows = std::min(samples.size(), kMaxSampleRows);
+    sqlite3_stmt* stmt = w.sample_insert(rows);
+    int index = 2;
+    for (const probes::PowerSample& s : samples.first(rows)) {
+      sqlite3_bind_int(stmt, index, s.rail);
+      sqlite3_bind_int64(stmt, index + 1, static_cast<int64_t>(s.t_ticks));
+      sqlite3_bind_int(stmt, index + 2, s.bus_uv);
+      sqlite3_bind_int(stmt, index + 3, s.current_ua);
+      sqlite3_bind_int(stmt, index + 4, s.power_uw);
+      sqlite3_bind_int(stmt, index + 5, s.flags);
+      index += kSampleParams;
+    }
+    w.sample_inserts[rows].run(w.doing_samples);
+    samples = samples.subspan(rows);
+  }
+}
+
+void RunWriter::add_sync(const SyncPoint& sync) {
+  Impl& w = *impl_;
+  w.db->ensure_batch();
+  detail::Statement& insert = w.prepared_for_run(
+      w.sync_insert,
+      "INSERT INTO sync_points (run_id, sync_id, host_tx_ns, device_rx_ticks, device_tx_ticks, "
+      "host_rx_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+  insert.bind(2, int64_t{sync.sync_id});
+  insert.bind(3, sync.host_tx_ns);
+  insert.bind(4, sync.device_rx_ticks);
+  insert.bind(5, sync.device_tx_ticks);
+  insert.bind(6, sync.host_rx_ns);
+  insert.run(w.doing_sync);
+}
+
+void RunWriter::add_event(int64_t host_ns, std::string_view kind, std::string_view text) {
+  Impl& w = *impl_;
+  w.db->ensure_batch();
+  detail::Statement& insert = w.prepared_for_run(
+      w.event_insert,
+      "INSERT INTO run_events (run_id, host_ns, kind, text) VALUES (?1, ?2, ?3, ?4)");
+  insert.bind(2, host_ns);
+  insert.bind(3, kind);
+  insert.bind(4, text);
+  insert.run(w.doing_events);
+}
+
+void RunWriter::update(RunStatus status, const LinkCounters& counters, int64_t ended_at_ns) {
+  Impl& w = *impl_;
+  w.db->ensure_batch();
+  detail::Statement& stmt = w.prepared_for_run(
+      w.run_update,
+      "UPDATE runs SET status = ?2, ended_at_ns = ?3, bytes = ?4, frames_ok = ?5, "
+      "frames_lost = ?6, crc_errors = ?7, malformed = ?8, device_spans_sent = ?9, "
+      "device_samples_sent = ?10, device_frames_sent = ?11 WHERE id = ?1");
+  stmt.bind(2, to_string(status));
+  // A run still recording has no end yet, whatever the caller passed.
+  if (status == RunStatus::kRecording) {
+    stmt.bind_null(3);
+  } else {
+    stmt.bind(3, ended_at_ns);
+  }
+  stmt.bind(4, counters.bytes);
+  stmt.bind(5, counters.frames_ok);
+  stmt.bind(6, counters.frames_lost);
+  stmt.bind(7, counters.crc_errors);
+  stmt.bind(8, counters.malformed);
+  int index = 9;
+  for (const std::optional<uint64_t>& sent :
+       {counters.device_spans_sent, counters.device_samples_sent, counters.device_frames_sent}) {
+    if (sent) {
+      stmt.bind(index, *sent);
+    } else {
+      stmt.bind_null(index);
+    }
+    ++index;
+  }
+  stmt.run(w.doing_update);
+}
+
+}  // namespace ergon::costdb

@@ -1,0 +1,252 @@
+#include "costdb/schema.h"
+
+#include <array>
+#include <string>
+
+#include "common/error.h"
+#include "costdb/database.h"
+#include "costdb/database_impl.h"
+
+namespace ergon::costdb::detail {
+namespace {
+
+struct Migration {
+  int version;      ///< user_version after this migration
+  const char* sql;  ///< runs inside the migration transaction
+};
+
+// Append only: a released migration is never edited, a change is a new numbered migration.
+// Integer columns hold uint64 values bit-cast to int64 (ticks, byte counts); text enums use the
+// names of profiler::to_string and costdb::to_string. Raw tables (op_spans, power_samples,
+// sync_points, run_events) store what arrived without judging it; derived tables (op_costs,
+// paging_costs, plans, validations) can be rebuilt from them.
+// power_samples has no secondary index and no CHECKs: it is the bulk ingest path.
+constexpr const char* kSchemaV1 = R"sql(
+CREATE TABLE boards (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  firmware_version INTEGER NOT NULL DEFAULT 0 CHECK (firmware_version >= 0),
+  tick_hz INTEGER NOT NULL CHECK (tick_hz >= 0),
+  ram_bytes INTEGER NOT NULL CHECK (ram_bytes >= 0),
+  first_seen_ns INTEGER NOT NULL,
+  UNIQUE (kind, name)
+) STRICT;
+
+CREATE TABLE probes (
+  id INTEGER PRIMARY KEY,
+  board_id INTEGER NOT NULL REFERENCES boards (id) ON DELETE CASCADE,
+  rail_id INTEGER NOT NULL CHECK (rail_id BETWEEN 0 AND 255),
+  name TEXT NOT NULL,
+  kind TEXT,
+  UNIQUE (board_id, rail_id)
+) STRICT;
+
+CREATE TABLE power_modes (
+  id INTEGER PRIMARY KEY,
+  board_id INTEGER NOT NULL REFERENCES boards (id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  params_json TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(params_json)),
+  UNIQUE (board_id, name)
+) STRICT;
+
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  board_id INTEGER NOT NULL REFERENCES boards (id),
+  power_mode_id INTEGER REFERENCES power_modes (id),
+  source TEXT NOT NULL,
+  started_at_ns INTEGER NOT NULL,
+  ended_at_ns INTEGER,
+  status TEXT NOT NULL DEFAULT 'recording'
+    CHECK (status IN ('recording', 'completed', 'stopped', 'disconnected', 'failed')),
+  bytes INTEGER NOT NULL DEFAULT 0 CHECK (bytes >= 0),
+  frames_ok INTEGER NOT NULL DEFAULT 0 CHECK (frames_ok >= 0),
+  frames_lost INTEGER NOT NULL DEFAULT 0 CHECK (frames_lost >= 0),
+  crc_errors INTEGER NOT NULL DEFAULT 0 CHECK (crc_errors >= 0),
+  malformed INTEGER NOT NULL DEFAULT 0 CHECK (malformed >= 0),
+  device_spans_sent INTEGER CHECK (device_spans_sent >= 0),
+  device_samples_sent INTEGER CHECK (device_samples_sent >= 0),
+  device_frames_sent INTEGER CHECK (device_frames_sent >= 0)
+) STRICT;
+CREATE INDEX runs_board ON runs (board_id);
+
+CREATE TABLE op_shapes (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL
+    CHECK (kind IN ('conv2d', 'linear', 'relu', 'maxpool', 'add', 'paging', 'idle')),
+  dims TEXT NOT NULL,
+  flops INTEGER NOT NULL CHECK (flops >= 0),
+  bytes_in INTEGER NOT NULL CHECK (bytes_in >= 0),
+  bytes_out INTEGER NOT NULL CHECK (bytes_out >= 0),
+  UNIQUE (kind, dims, flops, bytes_in, bytes_out)
+) STRICT;
+
+CREATE TABLE run_ops (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  op_id INTEGER NOT NULL CHECK (op_id >= 0),
+  shape_id INTEGER NOT NULL REFERENCES op_shapes (id),
+  phase TEXT NOT NULL CHECK (phase IN ('forward', 'backward', 'recompute', 'page-in',
+                                       'page-out', 'idle', 'sync')),
+  PRIMARY KEY (run_id, op_id)
+) STRICT;
+CREATE INDEX run_ops_shape ON run_ops (shape_id);
+
+CREATE TABLE op_spans (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  op_id INTEGER NOT NULL,
+  phase TEXT NOT NULL,
+  begin_ticks INTEGER NOT NULL,
+  end_ticks INTEGER NOT NULL,
+  repetitions INTEGER NOT NULL
+) STRICT;
+CREATE INDEX op_spans_run ON op_spans (run_id);
+
+CREATE TABLE power_samples (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  rail INTEGER NOT NULL,
+  t_ticks INTEGER NOT NULL,
+  bus_uv INTEGER NOT NULL,
+  current_ua INTEGER NOT NULL,
+  power_uw INTEGER NOT NULL,
+  flags INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE sync_points (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  sync_id INTEGER NOT NULL,
+  host_tx_ns INTEGER NOT NULL,
+  device_rx_ticks INTEGER NOT NULL,
+  device_tx_ticks INTEGER NOT NULL,
+  host_rx_ns INTEGER NOT NULL
+) STRICT;
+CREATE INDEX sync_points_run ON sync_points (run_id);
+
+CREATE TABLE run_events (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  host_ns INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  text TEXT NOT NULL
+) STRICT;
+CREATE INDEX run_events_run ON run_events (run_id);
+
+CREATE TABLE op_costs (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  op_id INTEGER NOT NULL,
+  phase TEXT NOT NULL CHECK (phase IN ('forward', 'backward', 'recompute', 'page-in',
+                                       'page-out', 'idle', 'sync')),
+  time_s REAL NOT NULL CHECK (time_s >= 0),
+  time_s_stddev REAL CHECK (time_s_stddev >= 0),
+  gross_energy_j REAL NOT NULL,
+  net_energy_j REAL NOT NULL,
+  energy_j_stddev REAL CHECK (energy_j_stddev >= 0),
+  sample_count INTEGER NOT NULL CHECK (sample_count >= 0),
+  PRIMARY KEY (run_id, op_id, phase)
+) STRICT;
+
+CREATE TABLE paging_costs (
+  board_id INTEGER NOT NULL REFERENCES boards (id) ON DELETE CASCADE,
+  power_mode_id INTEGER REFERENCES power_modes (id),
+  storage TEXT NOT NULL,
+  bytes INTEGER NOT NULL CHECK (bytes > 0),
+  direction TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+  latency_s REAL NOT NULL CHECK (latency_s >= 0),
+  bandwidth_bytes_per_s REAL NOT NULL CHECK (bandwidth_bytes_per_s > 0),
+  energy_j_per_byte REAL NOT NULL
+) STRICT;
+CREATE INDEX paging_costs_board ON paging_costs (board_id, storage, direction, bytes);
+
+CREATE TABLE plans (
+  id INTEGER PRIMARY KEY,
+  model TEXT NOT NULL,
+  board_id INTEGER NOT NULL REFERENCES boards (id),
+  budget_bytes INTEGER NOT NULL CHECK (budget_bytes >= 0),
+  deadline_s REAL CHECK (deadline_s > 0),
+  planner TEXT NOT NULL,
+  status TEXT NOT NULL,
+  objective_j REAL,
+  bound_j REAL,
+  solve_time_s REAL CHECK (solve_time_s >= 0),
+  schedule BLOB,
+  created_at_ns INTEGER NOT NULL
+) STRICT;
+CREATE INDEX plans_board ON plans (board_id);
+
+CREATE TABLE validations (
+  id INTEGER PRIMARY KEY,
+  plan_id INTEGER NOT NULL REFERENCES plans (id) ON DELETE CASCADE,
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  predicted_energy_j REAL,
+  measured_energy_j REAL,
+  predicted_time_s REAL,
+  measured_time_s REAL,
+  predicted_peak_bytes INTEGER CHECK (predicted_peak_bytes >= 0),
+  measured_peak_bytes INTEGER CHECK (measured_peak_bytes >= 0)
+) STRICT;
+CREATE INDEX validations_plan ON validations (plan_id);
+CREATE INDEX validations_run ON validations (run_id);
+)sql";
+
+constexpr std::array kMigrations{
+    Migration{1, kSchemaV1},
+};
+static_assert(kMigrations.back().version == kSchemaVersion,
+              "the last migration must bring a file to kSchemaVersion");
+
+std::string too_new_message(const std::filesystem::path& path, int version) {
+  return "database " + path.string() + " has schema version " + std::to_string(version) +
+         ", newer than this ergon understands (" + std::to_string(kSchemaVersion) +
+         "): upgrade ergon";
+}
+
+bool has_tables(sqlite3* db, const std::filesystem::path& path) {
+  Statement query(db, "SELECT 1 FROM sqlite_schema LIMIT 1", path);
+  const bool any = query.step("cannot read the schema");
+  query.reset();
+  return any;
+}
+
+}  // namespace
+
+int read_schema_version(sqlite3* db, const std::filesystem::path& path) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &stmt, nullptr);
+  if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+  const int version = rc == SQLITE_ROW ? sqlite3_column_int(stmt, 0) : 0;
+  sqlite3_finalize(stmt);
+  if (rc == SQLITE_ROW) {
+    if (version > kSchemaVersion) throw DatabaseError(too_new_message(path, version));
+    return version;
+  }
+  if ((rc & 0xff) == SQLITE_NOTADB) {
+    throw DatabaseError("database " + path.string() + " is not an SQLite database file");
+  }
+  throw_sqlite(db, rc, path, "cannot read the schema version");
+}
+
+int migrate(sqlite3* db, const std::filesystem::path& path) {
+  exec(db, "BEGIN IMMEDIATE", path, "cannot start the schema migration");
+  try {
+    // Read inside the transaction: another process may have migrated the file meanwhile.
+    int version = read_schema_version(db, path);
+    if (version == 0 && has_tables(db, path)) {
+      throw DatabaseError("database " + path.string() +
+                          " is not an ergon database (it has tables but no ergon schema version)");
+    }
+    for (const Migration& migration : kMigrations) {
+      if (migration.version <= version) continue;
+      const std::string doing = "cannot migrate to schema version " +
+                                std::to_string(migration.version);
+      exec(db, migration.sql, path, doing);
+      exec(db, ("PRAGMA user_version = " + std::to_string(migration.version)).c_str(), path,
+           doing);
+      version = migration.version;
+    }
+    exec(db, "COMMIT", path, "cannot commit the schema migration");
+    return version;
+  } catch (...) {
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+}  // namespace ergon::costdb::detail

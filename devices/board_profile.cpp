@@ -1,0 +1,175 @@
+#include "devices/board_profile.h"
+
+#include <algorithm>
+
+namespace ergon::devices {
+namespace {
+
+using profiler::OpKind;
+using profiler::Phase;
+
+std::vector<BoardProfile> make_profiles() {
+  std::vector<BoardProfile> boards;
+
+  BoardProfile tx2;
+  tx2.kind = BoardKind::kJetsonTx2;
+  tx2.name = "tx2";
+  tx2.description = "NVIDIA Jetson TX2 (Cortex-A57 CPU, 8 GB), Linux agent";
+  tx2.tick_hz = 1'000'000'000;
+  tx2.ram_bytes = 8ULL << 30;
+  tx2.firmware_version = 0x000100;
+  tx2.flops_per_s = 4.0e9;
+  tx2.mem_bytes_per_s = 10e9;
+  tx2.op_overhead_s = 20e-6;
+  tx2.bus_v = 19.0;
+  tx2.idle_w = 1.9;
+  tx2.compute_w = 0.77 + 0.31;  // single-core CPU dynamic + memory
+  tx2.storage_w = 0.35;
+  tx2.pagein_bytes_per_s = 108.5e6;
+  tx2.pagein_latency_s = 0.54e-3;
+  tx2.pageout_bytes_per_s = 94.4e6;
+  tx2.pageout_latency_s = 2.4e-3;
+  tx2.clock_drift_ppm = 18;
+  tx2.power_jitter = 0.03;
+  tx2.shunt_noise_v = 20e-6;
+  tx2.ina219 = {.shunt_ohm = 0.02, .current_lsb_a = 100e-6};
+  tx2.rail_name = "VDD_IN";
+  boards.push_back(tx2);
+
+  BoardProfile pi4;
+  pi4.kind = BoardKind::kRaspberryPi4;
+  pi4.name = "pi4";
+  pi4.description = "Raspberry Pi 4 Model B (Cortex-A72, 4 GB), Linux agent";
+  pi4.tick_hz = 1'000'000'000;
+  pi4.ram_bytes = 4ULL << 30;
+  pi4.firmware_version = 0x000100;
+  pi4.flops_per_s = 3.0e9;
+  pi4.mem_bytes_per_s = 4e9;
+  pi4.op_overhead_s = 15e-6;
+  pi4.bus_v = 5.1;
+  pi4.idle_w = 2.2;
+  pi4.compute_w = 0.8;  // ~0.6 A at 5 V while active
+  pi4.storage_w = 0.15;  // ~30 mA at 5 V
+  pi4.pagein_bytes_per_s = 45.5e6;
+  pi4.pagein_latency_s = 0.2e-3;
+  pi4.pageout_bytes_per_s = 24.5e6;
+  pi4.pageout_latency_s = 0.3e-3;
+  pi4.clock_drift_ppm = -32;
+  pi4.power_jitter = 0.03;
+  pi4.shunt_noise_v = 20e-6;
+  pi4.ina219 = {.shunt_ohm = 0.1, .current_lsb_a = 100e-6};
+  pi4.rail_name = "5V";
+  boards.push_back(pi4);
+
+  BoardProfile nrf;
+  nrf.kind = BoardKind::kNrf52840;
+  nrf.name = "nrf52840";
+  nrf.description = "Nordic nRF52840 (Cortex-M4F 64 MHz, 256 KB RAM), Ergon firmware";
+  nrf.tick_hz = 64'000'000;
+  nrf.ram_bytes = 256 * 1024;
+  nrf.firmware_version = 0x000100;
+  nrf.flops_per_s = 6.4e6;
+  nrf.mem_bytes_per_s = 60e6;
+  nrf.op_overhead_s = 5e-6;
+  nrf.bus_v = 3.3;
+  nrf.idle_w = 3.3 * 0.6e-3;
+  nrf.compute_w = 3.3 * 3.3e-3;
+  nrf.storage_w = 3.3 * 0.1;  // SD card, ~100 mA
+  nrf.pagein_bytes_per_s = 4.6e6;
+  nrf.pagein_latency_s = 0.109e-3;
+  nrf.pageout_bytes_per_s = 4.4e6;
+  nrf.pageout_latency_s = 0.113e-3;
+  nrf.clock_drift_ppm = 40;
+  nrf.power_jitter = 0.02;
+  nrf.shunt_noise_v = 10e-6;
+  nrf.ina219 = {.shunt_ohm = 1.0, .current_lsb_a = 10e-6};
+  nrf.rail_name = "VDD";
+  boards.push_back(nrf);
+
+  BoardProfile mkr;
+  mkr.kind = BoardKind::kMkr1000;
+  mkr.name = "mkr1000";
+  mkr.description = "Arduino MKR1000 (SAMD21 Cortex-M0+ 48 MHz, 32 KB RAM), Ergon firmware";
+  mkr.tick_hz = 1'000'000;
+  mkr.ram_bytes = 32 * 1024;
+  mkr.firmware_version = 0x000100;
+  mkr.flops_per_s = 0.17e6;
+  mkr.mem_bytes_per_s = 8e6;
+  mkr.op_overhead_s = 20e-6;
+  mkr.bus_v = 3.3;
+  mkr.idle_w = 3.3 * 8e-3;
+  mkr.compute_w = 3.3 * 12e-3;  // 20 mA total while active
+  mkr.storage_w = 3.3 * 0.1;
+  mkr.pagein_bytes_per_s = 4.6e6;
+  mkr.pagein_latency_s = 0.109e-3;
+  mkr.pageout_bytes_per_s = 4.4e6;
+  mkr.pageout_latency_s = 0.113e-3;
+  mkr.clock_drift_ppm = -55;
+  mkr.power_jitter = 0.02;
+  mkr.shunt_noise_v = 10e-6;
+  mkr.ina219 = {.shunt_ohm = 1.0, .current_lsb_a = 10e-6};
+  mkr.rail_name = "VIN";
+  boards.push_back(mkr);
+
+  return boards;
+}
+
+}  // namespace
+
+const std::vector<BoardProfile>& board_profiles() {
+  static const std::vector<BoardProfile> boards = make_profiles();
+  return boards;
+}
+
+std::optional<BoardProfile> find_board(std::string_view name) {
+  for (const auto& b : board_profiles())
+    if (b.name == name) return b;
+  return std::nullopt;
+}
+
+std::optional<BoardProfile> find_board(BoardKind kind) {
+  for (const auto& b : board_profiles())
+    if (b.kind == kind) return b;
+  return std::nullopt;
+}
+
+std::string board_names() {
+  std::string out;
+  for (const auto& b : board_profiles()) {
+    if (!out.empty()) out += ", ";
+    out += b.name;
+  }
+  return out;
+}
+
+OpTruth op_truth(const BoardProfile& board, const profiler::OpShape& shape, Phase phase) {
+  OpTruth t;
+  switch (shape.kind) {
+    case OpKind::kPaging: {
+      const bool in = phase == Phase::kPageIn;
+      const double bw = in ? board.pagein_bytes_per_s : board.pageout_bytes_per_s;
+      const double latency = in ? board.pagein_latency_s : board.pageout_latency_s;
+      t.time_s = latency + static_cast<double>(shape.bytes_in) / bw;
+      t.power_w = board.idle_w + board.storage_w;
+      break;
+    }
+    case OpKind::kIdle:
+      t.time_s = shape.dims[0] * 1e-6;
+      t.power_w = board.idle_w;
+      break;
+    default: {
+      // Roofline: compute- or memory-bound, plus a fixed invocation overhead. Memory-bound
+      // ops draw a little less than compute-bound ones.
+      const double compute_s = static_cast<double>(shape.flops) / board.flops_per_s;
+      const double memory_s =
+          static_cast<double>(shape.bytes_in + shape.bytes_out) / board.mem_bytes_per_s;
+      t.time_s = board.op_overhead_s + std::max(compute_s, memory_s);
+      const double activity = compute_s >= memory_s ? 1.0 : 0.7;
+      t.power_w = board.idle_w + activity * board.compute_w;
+      break;
+    }
+  }
+  return t;
+}
+
+}  // namespace ergon::devices

@@ -1,0 +1,63 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "devices/protocol/messages.h"
+#include "probes/ina219_model.h"
+#include "profiler/op.h"
+
+namespace ergon::devices {
+
+using protocol::BoardKind;
+
+/// What a board is and costs: the simulator's ground truth and the host's descriptor.
+/// Figures from DESIGN.md's published POET platform profiles where they exist; the rest
+/// (idle power, noise, drift) are typical values for such boards.
+struct BoardProfile {
+  BoardKind kind = BoardKind::kUnknown;
+  std::string_view name;         ///< CLI name: tx2, pi4, nrf52840, mkr1000
+  std::string_view description;
+  uint64_t tick_hz = 0;          ///< device timestamp rate
+  uint64_t ram_bytes = 0;
+  uint32_t firmware_version = 0;
+
+  double flops_per_s = 0;        ///< sustained fp32 rate of the profiled kernels
+  double mem_bytes_per_s = 0;    ///< streaming rate for memory-bound ops
+  double op_overhead_s = 0;      ///< fixed cost per op invocation
+  double bus_v = 0;              ///< supply rail voltage
+  double idle_w = 0;             ///< board power with nothing running
+  double compute_w = 0;          ///< extra power while computing
+  double storage_w = 0;          ///< extra power while paging
+  double pagein_bytes_per_s = 0;
+  double pagein_latency_s = 0;
+  double pageout_bytes_per_s = 0;
+  double pageout_latency_s = 0;
+
+  double clock_drift_ppm = 0;    ///< device clock error against true time
+  double power_jitter = 0;       ///< relative spread of true power between windows
+  double shunt_noise_v = 0;      ///< sensor noise (1 sigma) on the shunt voltage
+  probes::Ina219Config ina219;
+  std::string_view rail_name;
+};
+
+/// All simulated boards, in CLI order.
+const std::vector<BoardProfile>& board_profiles();
+/// Looks a board up by CLI name (tx2, pi4, nrf52840, mkr1000); nullopt when unknown.
+std::optional<BoardProfile> find_board(std::string_view name);
+std::optional<BoardProfile> find_board(BoardKind kind);
+/// "tx2, pi4, nrf52840, mkr1000", for error messages and --help.
+std::string board_names();
+
+/// True cost of one invocation of an op on a board (the simulator's ground truth model).
+struct OpTruth {
+  double time_s = 0;
+  double power_w = 0;  ///< total board power while it runs (idle included)
+};
+OpTruth op_truth(const BoardProfile& board, const profiler::OpShape& shape,
+                 profiler::Phase phase);
+
+}  // namespace ergon::devices

@@ -1,0 +1,332 @@
+#include "devices/host/record_session.h"
+
+#include <algorithm>
+
+namespace ergon::devices {
+namespace {
+
+namespace proto = protocol;
+
+constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kHelloRetryNs = 500 * kMs;
+constexpr int64_t kSyncSpacingNs = 20 * kMs;
+constexpr int64_t kSyncWaitNs = 500 * kMs;
+constexpr int kMaxStopAttempts = 3;
+
+int64_t seconds_to_ns(double s) { return static_cast<int64_t>(s * 1e9); }
+
+std::string kind_name(BoardKind kind) {
+  const auto board = find_board(kind);
+  return board ? std::string(board->name) : "unknown";
+}
+
+std::string_view log_kind(proto::LogLevel level) {
+  switch (level) {
+    case proto::LogLevel::kDebug: return "device-debug";
+    case proto::LogLevel::kInfo: return "device-info";
+    case proto::LogLevel::kWarning: return "device-warning";
+    case proto::LogLevel::kError: return "device-error";
+  }
+  return "device-log";
+}
+
+}  // namespace
+
+std::string_view to_string(SessionState state) {
+  switch (state) {
+    case SessionState::kHandshake: return "handshake";
+    case SessionState::kSyncing: return "syncing";
+    case SessionState::kRunning: return "running";
+    case SessionState::kStopping: return "stopping";
+    case SessionState::kClosing: return "closing";
+    case SessionState::kCompleted: return "completed";
+    case SessionState::kStopped: return "stopped";
+    case SessionState::kDisconnected: return "disconnected";
+    case SessionState::kFailed: return "failed";
+  }
+  return "unknown";
+}
+
+RecordSession::RecordSession(std::string source, const RecordOptions& options,
+                             RecordSink& sink, const Clock& clock)
+    : source_(std::move(source)), options_(options), sink_(sink), clock_(clock) {}
+
+template <class Msg>
+void RecordSession::send(const Msg& msg, std::vector<uint8_t>& out) {
+  uint8_t buf[proto::kMaxEncodedFrameBytes];
+  const std::size_t n = proto::encode_message(msg, tx_seq_++, buf, sizeof buf);
+  out.insert(out.end(), buf, buf + n);
+}
+
+void RecordSession::set_state(SessionState s) {
+  if (s == state_) return;
+  state_ = s;
+  state_since_ns_ = clock_.now_ns();
+  syncs_sent_in_state_ = 0;
+  syncs_answered_in_state_ = 0;
+  if (hello_) sink_.status(state_, stats_, state_since_ns_);
+}
+
+void RecordSession::fail(SessionState s, std::string why) {
+  if (finished()) return;
+  error_ = std::move(why);
+  if (hello_) sink_.event(clock_.now_ns(), to_string(s), error_);
+  set_state(s);
+}
+
+void RecordSession::on_open(std::vector<uint8_t>& out) {
+  opened_ns_ = clock_.now_ns();
+  last_hello_request_ns_ = opened_ns_;
+  state_since_ns_ = opened_ns_;
+  send(proto::HelloRequest{}, out);
+}
+
+void RecordSession::on_bytes(const uint8_t* data, std::size_t n, std::vector<uint8_t>& out) {
+  decoder_.feed(data, n, [&](const proto::Frame& f) {
+    last_frame_ns_ = clock_.now_ns();
+    handle(f, out);
+  });
+  stats_.decoder = decoder_.stats();
+}
+
+void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out) {
+  if (finished()) return;
+  const int64_t now = clock_.now_ns();
+  auto bad = [&](std::string_view what) {
+    ++stats_.bad_messages;
+    if (hello_) sink_.event(now, "bad-message", what);
+  };
+  switch (frame.type) {
+    case proto::MsgType::kHello: {
+      proto::Hello hello;
+      if (!proto::parse_message(frame, hello)) return bad("malformed Hello");
+      if (state_ == SessionState::kHandshake) return on_hello(hello, out);
+      if (state_ == SessionState::kSyncing) return;  // answer to a repeated HelloRequest
+      return fail(SessionState::kFailed, "board restarted during the run (new Hello)");
+    }
+    case proto::MsgType::kSyncReply: {
+      proto::SyncReply reply;
+      if (!proto::parse_message(frame, reply)) return bad("malformed SyncReply");
+      const profiler::SyncPoint point{.sync_id = reply.sync_id,
+                                      .host_tx_ns = static_cast<int64_t>(reply.host_tx_ns),
+                                      .device_rx_ticks = reply.device_rx_ticks,
+                                      .device_tx_ticks = reply.device_tx_ticks,
+                                      .host_rx_ns = now};
+      if (!hello_) return;
+      sink_.sync(point);
+      ++stats_.sync_points;
+      ++syncs_answered_in_state_;
+      return;
+    }
+    case proto::MsgType::kOpSpan: {
+      proto::OpSpanMsg msg;
+      if (!proto::parse_message(frame, msg)) return bad("malformed OpSpan");
+      const auto phase = profiler::phase_from_code(msg.phase);
+      if (!phase) return bad("OpSpan with an unknown phase code");
+      if (!hello_) return;
+      sink_.span(profiler::OpSpan{.op_id = msg.op_id,
+                                  .phase = *phase,
+                                  .begin_ticks = msg.begin_ticks,
+                                  .end_ticks = msg.end_ticks,
+                                  .repetitions = msg.repetitions});
+      ++stats_.spans;
+      return;
+    }
+    case proto::MsgType::kPowerBatch: {
+      // Parse straight from the frame into reused storage: this is the hot path.
+      static thread_local proto::PowerBatch batch;
+      if (!proto::parse_message(frame, batch)) return bad("malformed PowerBatch");
+      if (!hello_) return;
+      sample_buf_.resize(batch.count);
+      for (uint16_t i = 0; i < batch.count; ++i) {
+        const auto& w = batch.samples[i];
+        sample_buf_[i] = probes::PowerSample{.rail = batch.rail,
+                                             .t_ticks = batch.base_ticks + w.dt_ticks,
+                                             .bus_uv = w.bus_uv,
+                                             .current_ua = w.current_ua,
+                                             .power_uw = w.power_uw,
+                                             .flags = w.flags};
+      }
+      sink_.samples(sample_buf_);
+      stats_.samples += batch.count;
+      return;
+    }
+    case proto::MsgType::kLog: {
+      static thread_local proto::Log log;
+      if (!proto::parse_message(frame, log)) return bad("malformed Log");
+      if (hello_) sink_.event(now, log_kind(log.level), std::string_view(log.text, log.length));
+      return;
+    }
+    case proto::MsgType::kRunDone: {
+      proto::RunDone done;
+      if (!proto::parse_message(frame, done)) return bad("malformed RunDone");
+      if (done.run_tag != run_tag_ ||
+          (state_ != SessionState::kRunning && state_ != SessionState::kStopping))
+        return;
+      stats_.device_done = done;
+      switch (done.end) {
+        case proto::RunEnd::kCompleted:
+          end_state_ = stop_requested_ ? SessionState::kStopped : SessionState::kCompleted;
+          break;
+        case proto::RunEnd::kStopped: end_state_ = SessionState::kStopped; break;
+        case proto::RunEnd::kFailed:
+          error_ = "board refused or aborted the run (see the run's events)";
+          end_state_ = SessionState::kFailed;
+          break;
+      }
+      set_state(SessionState::kClosing);
+      return;
+    }
+    case proto::MsgType::kBye:
+      return fail(SessionState::kDisconnected, "board said goodbye");
+    case proto::MsgType::kPong:
+      return;
+    default:
+      return bad("unexpected message type " + std::to_string(static_cast<int>(frame.type)));
+  }
+}
+
+void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out) {
+  if (msg.protocol_version != proto::kProtocolVersion) {
+    return fail(SessionState::kFailed,
+                source_ + " speaks protocol v" + std::to_string(msg.protocol_version) +
+                    ", this ergon speaks v" + std::to_string(proto::kProtocolVersion));
+  }
+  BoardHello hello;
+  hello.kind = msg.board_kind;
+  hello.kind_name = kind_name(msg.board_kind);
+  hello.name = msg.board_name;
+  hello.firmware_version = msg.firmware_version;
+  hello.protocol_version = msg.protocol_version;
+  hello.tick_hz = msg.tick_hz;
+  hello.ram_bytes = msg.ram_bytes;
+  for (uint8_t i = 0; i < msg.rail_count; ++i)
+    hello.rails.push_back({msg.rails[i].id, msg.rails[i].name});
+
+  std::optional<BoardProfile> profile = find_board(msg.board_kind);
+  std::string mismatch;
+  if (!profile) {
+    profile = options_.expected_board;
+    if (!profile)
+      return fail(SessionState::kFailed, source_ +
+                                             " did not say what board it is; pass --board (" +
+                                             board_names() + ")");
+    hello.kind_name = std::string(profile->name);
+  } else if (options_.expected_board && options_.expected_board->kind != profile->kind) {
+    mismatch = "--board said " + std::string(options_.expected_board->name) +
+               " but the board says it is " + hello.kind_name + "; recording it as " +
+               hello.kind_name;
+  }
+  hello_ = hello;
+  plan_ = default_profile_plan(*profile, options_.seed);
+  const int64_t now = clock_.now_ns();
+  sink_.begin(*hello_, plan_, now);
+  if (!mismatch.empty()) sink_.event(now, "warning", mismatch);
+  set_state(SessionState::kSyncing);
+  send_sync(out);
+}
+
+void RecordSession::send_sync(std::vector<uint8_t>& out) {
+  const int64_t now = clock_.now_ns();
+  send(proto::SyncRequest{.sync_id = next_sync_id_++, .host_tx_ns = static_cast<uint64_t>(now)},
+       out);
+  last_sync_ns_ = now;
+  ++syncs_sent_in_state_;
+}
+
+void RecordSession::start_plan(std::vector<uint8_t>& out) {
+  run_tag_ = static_cast<uint32_t>(clock_.now_ns() & 0x7FFFFFFF) | 1U;
+  for (const PlannedOp& op : plan_.ops) send(to_wire(op), out);
+  proto::Start start;
+  start.run_tag = run_tag_;
+  start.mode = proto::StartMode::kProfile;
+  start.op_count = static_cast<uint16_t>(plan_.ops.size());
+  start.loops = options_.loops;
+  start.min_window_us = plan_.min_window_us;
+  start.seed = options_.seed;
+  send(start, out);
+  run_started_ns_ = clock_.now_ns();
+  last_frame_ns_ = run_started_ns_;
+  set_state(SessionState::kRunning);
+}
+
+void RecordSession::request_stop(std::vector<uint8_t>& out) {
+  switch (state_) {
+    case SessionState::kHandshake:
+    case SessionState::kSyncing:
+      stop_requested_ = true;
+      if (hello_) sink_.event(clock_.now_ns(), "stopped", "stopped before the run started");
+      set_state(SessionState::kStopped);
+      return;
+    case SessionState::kRunning:
+      stop_requested_ = true;
+      send(proto::Stop{}, out);
+      set_state(SessionState::kStopping);
+      return;
+    case SessionState::kStopping:
+    case SessionState::kClosing:
+      // Asked twice: do not wait for the board any longer.
+      set_state(SessionState::kStopped);
+      return;
+    default:
+      return;
+  }
+}
+
+void RecordSession::on_link_error(std::string_view what) {
+  fail(SessionState::kDisconnected, "link to " + source_ + " lost: " + std::string(what));
+}
+
+void RecordSession::on_tick(std::vector<uint8_t>& out) {
+  const int64_t now = clock_.now_ns();
+  switch (state_) {
+    case SessionState::kHandshake:
+      if (now - opened_ns_ > seconds_to_ns(options_.handshake_timeout_s)) {
+        fail(SessionState::kFailed,
+             "no answer from " + source_ + " within " +
+                 std::to_string(static_cast<int>(options_.handshake_timeout_s)) +
+                 " s (is the board powered and running the Ergon agent?)");
+      } else if (now - last_hello_request_ns_ > kHelloRetryNs) {
+        send(proto::HelloRequest{}, out);
+        last_hello_request_ns_ = now;
+      }
+      return;
+    case SessionState::kSyncing:
+    case SessionState::kClosing: {
+      const bool all_sent = syncs_sent_in_state_ >= options_.initial_syncs;
+      if (!all_sent && now - last_sync_ns_ >= kSyncSpacingNs) send_sync(out);
+      const bool done = all_sent && (syncs_answered_in_state_ >= options_.initial_syncs ||
+                                     now - last_sync_ns_ > kSyncWaitNs);
+      if (!done) return;
+      if (state_ == SessionState::kSyncing) {
+        start_plan(out);
+      } else {
+        set_state(end_state_);
+      }
+      return;
+    }
+    case SessionState::kRunning:
+    case SessionState::kStopping:
+      if (state_ == SessionState::kRunning && options_.duration_s &&
+          now - run_started_ns_ > seconds_to_ns(*options_.duration_s)) {
+        request_stop(out);
+        return;
+      }
+      if (now - last_sync_ns_ > seconds_to_ns(options_.sync_interval_s)) send_sync(out);
+      if (now - last_frame_ns_ > seconds_to_ns(options_.quiet_timeout_s)) {
+        if (++stop_attempts_ > kMaxStopAttempts) {
+          fail(SessionState::kFailed, source_ + " stopped answering");
+          return;
+        }
+        // Either the board hangs or its RunDone was lost: a Stop makes it say RunDone again.
+        sink_.event(now, "warning", "no data for a while; asking the board to stop");
+        send(proto::Stop{}, out);
+        last_frame_ns_ = now;
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+}  // namespace ergon::devices

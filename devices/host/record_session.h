@@ -1,0 +1,145 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "devices/board_profile.h"
+#include "devices/profile_plan.h"
+#include "devices/protocol/decoder.h"
+#include "devices/protocol/messages.h"
+#include "probes/power.h"
+#include "profiler/op.h"
+#include "profiler/sync.h"
+
+namespace ergon::devices {
+
+/// What the board said about itself in its Hello.
+struct BoardHello {
+  BoardKind kind = BoardKind::kUnknown;
+  std::string kind_name;  ///< "pi4", ... or "unknown"
+  std::string name;
+  uint32_t firmware_version = 0;
+  uint16_t protocol_version = 0;
+  uint64_t tick_hz = 0;
+  uint64_t ram_bytes = 0;
+  std::vector<probes::Rail> rails;
+};
+
+/// Data faults the host saw on a link: counted and stored, never fatal.
+struct LinkStats {
+  protocol::DecoderStats decoder;
+  uint64_t spans = 0;
+  uint64_t samples = 0;
+  uint64_t sync_points = 0;
+  uint64_t bad_messages = 0;  ///< intact frames whose payload did not parse
+  std::optional<protocol::RunDone> device_done;  ///< what the device said it sent
+};
+
+enum class SessionState {
+  kHandshake,     ///< waiting for Hello
+  kSyncing,       ///< clock exchanges before the run
+  kRunning,       ///< plan running, data flowing
+  kStopping,      ///< Stop sent, waiting for RunDone
+  kClosing,       ///< final clock exchanges
+  kCompleted,
+  kStopped,       ///< ended early on request (duration or Ctrl-C)
+  kDisconnected,  ///< link lost
+  kFailed,        ///< board refused or stopped answering
+};
+std::string_view to_string(SessionState state);
+[[nodiscard]] inline bool is_final(SessionState s) { return s >= SessionState::kCompleted; }
+
+/// Where a session's data goes: the cost database in the CLI, a recorder in tests.
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  /// The board answered and its plan is about to start.
+  virtual void begin(const BoardHello& hello, const ProfilePlan& plan, int64_t host_ns) = 0;
+  virtual void span(const profiler::OpSpan& span) = 0;
+  virtual void samples(std::span<const probes::PowerSample> samples) = 0;
+  virtual void sync(const profiler::SyncPoint& point) = 0;
+  virtual void event(int64_t host_ns, std::string_view kind, std::string_view text) = 0;
+  /// Called on every state change and periodically; the last call carries the final state.
+  virtual void status(SessionState state, const LinkStats& stats, int64_t host_ns) = 0;
+};
+
+struct RecordOptions {
+  /// Board profile to assume when the Hello does not name a known kind; also checked
+  /// against the Hello (a mismatch is logged, the Hello wins).
+  std::optional<BoardProfile> expected_board;
+  uint16_t loops = 1;                   ///< passes over the plan; 0 = until duration/Ctrl-C
+  std::optional<double> duration_s;     ///< stop the run after this long
+  uint32_t seed = 1;                    ///< shuffles the plan
+  int initial_syncs = 8;                ///< exchanges before and after the run
+  double sync_interval_s = 1.0;         ///< exchanges during the run
+  double handshake_timeout_s = 5.0;
+  double quiet_timeout_s = 3.0;         ///< no frame for this long while running: ask again
+};
+
+/// The host side of one board, without I/O: bytes in, bytes out, decisions by the clock.
+/// The transport (Recorder) calls on_open, then on_bytes as data arrives and on_tick often
+/// (every few ms), and sends whatever the calls appended to `out`.
+class RecordSession {
+ public:
+  RecordSession(std::string source, const RecordOptions& options, RecordSink& sink,
+                const Clock& clock);
+
+  void on_open(std::vector<uint8_t>& out);
+  void on_bytes(const uint8_t* data, std::size_t n, std::vector<uint8_t>& out);
+  void on_tick(std::vector<uint8_t>& out);
+  void on_link_error(std::string_view what);
+  /// Ctrl-C or end of duration: stop the plan cleanly (the device sends RunDone).
+  void request_stop(std::vector<uint8_t>& out);
+
+  [[nodiscard]] SessionState state() const { return state_; }
+  [[nodiscard]] bool finished() const { return is_final(state_); }
+  [[nodiscard]] const LinkStats& stats() const { return stats_; }
+  [[nodiscard]] const std::string& source() const { return source_; }
+  [[nodiscard]] const std::optional<BoardHello>& hello() const { return hello_; }
+  /// The reason for kFailed / kDisconnected, empty otherwise.
+  [[nodiscard]] const std::string& error() const { return error_; }
+
+ private:
+  template <class Msg>
+  void send(const Msg& msg, std::vector<uint8_t>& out);
+  void handle(const protocol::Frame& frame, std::vector<uint8_t>& out);
+  void on_hello(const protocol::Hello& hello, std::vector<uint8_t>& out);
+  void start_plan(std::vector<uint8_t>& out);
+  void send_sync(std::vector<uint8_t>& out);
+  void set_state(SessionState s);
+  void fail(SessionState s, std::string why);
+
+  std::string source_;
+  RecordOptions options_;
+  RecordSink& sink_;
+  const Clock& clock_;
+  protocol::Decoder decoder_;
+  uint16_t tx_seq_ = 0;
+  SessionState state_ = SessionState::kHandshake;
+  std::string error_;
+  std::optional<BoardHello> hello_;
+  ProfilePlan plan_;
+  LinkStats stats_;
+  std::vector<probes::PowerSample> sample_buf_;
+
+  int64_t opened_ns_ = 0;
+  int64_t last_hello_request_ns_ = 0;
+  int64_t run_started_ns_ = 0;
+  int64_t last_frame_ns_ = 0;
+  int64_t last_sync_ns_ = 0;
+  int64_t state_since_ns_ = 0;
+  int stop_attempts_ = 0;
+  bool stop_requested_ = false;
+  uint32_t next_sync_id_ = 1;
+  int syncs_sent_in_state_ = 0;
+  int syncs_answered_in_state_ = 0;
+  uint32_t run_tag_ = 0;
+  SessionState end_state_ = SessionState::kCompleted;
+};
+
+}  // namespace ergon::devices

@@ -1,0 +1,121 @@
+#include "devices/profile_plan.h"
+
+#include <algorithm>
+#include <random>
+
+namespace ergon::devices {
+namespace {
+
+using profiler::Phase;
+
+bool is_microcontroller(const BoardProfile& board) { return board.ram_bytes < (1U << 20); }
+
+}  // namespace
+
+ProfilePlan default_profile_plan(const BoardProfile& board, uint32_t seed) {
+  ProfilePlan plan;
+  std::vector<profiler::OpShape> layers;
+  std::vector<uint32_t> page_sizes;
+  uint32_t idle_us = 0;
+  if (is_microcontroller(board)) {
+    // Shapes that fit with their gradients in 32 KB (MKR1000) and leave room on 256 KB.
+    const bool tiny = board.ram_bytes <= 32 * 1024;
+    const uint32_t hw = tiny ? 8 : 16;
+    layers = {
+        profiler::conv2d(1, 3, 8, hw, hw, 3, Phase::kForward),
+        profiler::conv2d(1, 8, 8, hw / 2, hw / 2, 3, Phase::kForward),
+        profiler::linear(1, tiny ? 128 : 512, 10, Phase::kForward),
+        profiler::relu(8 * hw * hw, Phase::kForward),
+        profiler::max_pool(1, 8, hw, hw, 2, Phase::kForward),
+    };
+    page_sizes = {512, 2048, tiny ? 4096U : 16384U};
+    idle_us = 100'000;
+  } else {
+    layers = {
+        profiler::conv2d(8, 16, 32, 32, 32, 3, Phase::kForward),
+        profiler::conv2d(8, 64, 64, 16, 16, 3, Phase::kForward),
+        profiler::linear(32, 1024, 1000, Phase::kForward),
+        profiler::relu(8 * 64 * 32 * 32, Phase::kForward),
+        profiler::max_pool(8, 64, 32, 32, 2, Phase::kForward),
+        profiler::add(8 * 64 * 32 * 32, Phase::kForward),
+    };
+    page_sizes = {64 << 10, 1 << 20, 8 << 20};
+    idle_us = 200'000;
+  }
+
+  uint32_t next_id = 1;
+  for (const auto& fwd : layers) {
+    PlannedOp f{.op_id = next_id++, .shape = fwd, .phase = Phase::kForward};
+    plan.ops.push_back(f);
+    // The backward shape of the same layer: same dims, the backward FLOP and byte counts.
+    profiler::OpShape bwd = fwd;
+    const auto& d = fwd.dims;
+    switch (fwd.kind) {
+      case profiler::OpKind::kConv2d:
+        bwd = profiler::conv2d(d[0], d[1], d[2], d[3], d[4], d[5], Phase::kBackward);
+        break;
+      case profiler::OpKind::kLinear:
+        bwd = profiler::linear(d[0], d[1], d[2], Phase::kBackward);
+        break;
+      case profiler::OpKind::kRelu: bwd = profiler::relu(d[0], Phase::kBackward); break;
+      case profiler::OpKind::kMaxPool:
+        bwd = profiler::max_pool(d[0], d[1], d[2], d[3], d[4], Phase::kBackward);
+        break;
+      case profiler::OpKind::kAdd: bwd = profiler::add(d[0], Phase::kBackward); break;
+      default: break;
+    }
+    plan.ops.push_back({.op_id = next_id++, .shape = bwd, .phase = Phase::kBackward});
+  }
+  for (uint32_t bytes : page_sizes) {
+    plan.ops.push_back({.op_id = next_id++, .shape = profiler::paging(bytes),
+                        .phase = Phase::kPageOut});
+    plan.ops.push_back({.op_id = next_id++, .shape = profiler::paging(bytes),
+                        .phase = Phase::kPageIn});
+  }
+
+  std::mt19937 rng(seed);
+  std::shuffle(plan.ops.begin(), plan.ops.end(), rng);
+  // Idle windows between ops give the host idle power all along the run, so drift in idle
+  // power can be tracked. The plan begins with an idle window as well.
+  plan.ops.insert(plan.ops.begin(), PlannedOp{.op_id = next_id++,
+                                              .shape = profiler::idle(idle_us),
+                                              .phase = Phase::kIdle,
+                                              .windows = 1});
+  for (auto& op : plan.ops)
+    if (op.phase != Phase::kIdle) op.idle_after_us = idle_us / 4;
+  return plan;
+}
+
+protocol::PlanOp to_wire(const PlannedOp& op) {
+  protocol::PlanOp w;
+  w.op_id = op.op_id;
+  w.kind = static_cast<uint8_t>(op.shape.kind);
+  w.phase = static_cast<uint8_t>(op.phase);
+  w.dim_count = op.shape.dim_count;
+  std::copy(op.shape.dims.begin(), op.shape.dims.end(), w.dims);
+  w.flops = op.shape.flops;
+  w.bytes_in = op.shape.bytes_in;
+  w.bytes_out = op.shape.bytes_out;
+  w.windows = op.windows;
+  w.idle_after_us = op.idle_after_us;
+  return w;
+}
+
+bool from_wire(const protocol::PlanOp& wire, PlannedOp& out) {
+  const auto kind = profiler::op_kind_from_code(wire.kind);
+  const auto phase = profiler::phase_from_code(wire.phase);
+  if (!kind || !phase || wire.dim_count > profiler::kMaxDims) return false;
+  out.op_id = wire.op_id;
+  out.shape.kind = *kind;
+  out.shape.dim_count = wire.dim_count;
+  std::copy(wire.dims, wire.dims + profiler::kMaxDims, out.shape.dims.begin());
+  out.shape.flops = wire.flops;
+  out.shape.bytes_in = wire.bytes_in;
+  out.shape.bytes_out = wire.bytes_out;
+  out.phase = *phase;
+  out.windows = wire.windows;
+  out.idle_after_us = wire.idle_after_us;
+  return true;
+}
+
+}  // namespace ergon::devices

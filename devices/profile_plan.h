@@ -1,0 +1,36 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "devices/board_profile.h"
+#include "devices/protocol/messages.h"
+#include "profiler/op.h"
+
+namespace ergon::devices {
+
+/// One entry of a profile plan: measure `shape` in `phase`, `windows` times.
+struct PlannedOp {
+  uint32_t op_id = 0;
+  profiler::OpShape shape;
+  profiler::Phase phase = profiler::Phase::kForward;
+  uint16_t windows = 3;
+  uint32_t idle_after_us = 0;
+};
+
+struct ProfilePlan {
+  std::vector<PlannedOp> ops;
+  /// Each window repeats its op until it lasts this long: >= 50 INA219 samples at ~940 Hz.
+  uint32_t min_window_us = 60'000;
+};
+
+/// A small plan of the layers the model zoo uses, sized to the board's speed and RAM, with
+/// forward and backward phases, page-in/page-out of several sizes and idle windows between
+/// ops. The order is shuffled with `seed` so slow drifts do not line up with op kinds.
+ProfilePlan default_profile_plan(const BoardProfile& board, uint32_t seed);
+
+protocol::PlanOp to_wire(const PlannedOp& op);
+/// Inverse of to_wire; false for an unknown op kind or phase code.
+bool from_wire(const protocol::PlanOp& wire, PlannedOp& out);
+
+}  // namespace ergon::devices

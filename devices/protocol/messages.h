@@ -1,0 +1,411 @@
+#pragma once
+
+// Freestanding message definitions. Each message knows its type code and how to write and
+// read its payload; docs/protocol.md lists every field with its offset.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "devices/protocol/frame.h"
+#include "devices/protocol/wire.h"
+
+namespace ergon::devices::protocol {
+
+inline constexpr std::size_t kNameBytes = 15;
+
+/// Copies a C string into a fixed text field, truncating, always NUL-terminated.
+template <std::size_t N>
+void copy_text(char (&dst)[N], const char* src) {
+  std::size_t i = 0;
+  for (; i + 1 < N && src[i] != '\0'; ++i) dst[i] = src[i];
+  for (std::size_t k = i; k < N; ++k) dst[k] = '\0';
+}
+inline constexpr std::size_t kMaxRails = 8;
+
+/// Board kinds a Hello can declare. Append only.
+enum class BoardKind : uint8_t {
+  kUnknown = 0,
+  kJetsonTx2 = 1,
+  kRaspberryPi4 = 2,
+  kNrf52840 = 3,
+  kMkr1000 = 4,
+};
+
+struct RailInfo {
+  uint8_t id = 0;
+  char name[kNameBytes + 1] = {};
+};
+
+/// Device -> host, the answer to HelloRequest; always the first message of a session.
+struct Hello {
+  static constexpr MsgType kType = MsgType::kHello;
+  uint16_t protocol_version = kProtocolVersion;
+  BoardKind board_kind = BoardKind::kUnknown;
+  uint32_t firmware_version = 0;  ///< major << 16 | minor << 8 | patch
+  uint64_t tick_hz = 0;           ///< rate of every device timestamp in this session
+  uint32_t ram_bytes = 0;
+  char board_name[kNameBytes + 1] = {};
+  uint8_t rail_count = 0;
+  RailInfo rails[kMaxRails];
+
+  bool write(Writer& w) const {
+    w.u16(protocol_version);
+    w.u8(static_cast<uint8_t>(board_kind));
+    w.u32(firmware_version);
+    w.u64(tick_hz);
+    w.u32(ram_bytes);
+    w.text(board_name, kNameBytes);
+    w.u8(rail_count);
+    if (rail_count > kMaxRails) return false;
+    for (uint8_t i = 0; i < rail_count; ++i) {
+      w.u8(rails[i].id);
+      w.text(rails[i].name, kNameBytes);
+    }
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    protocol_version = r.u16();
+    board_kind = static_cast<BoardKind>(r.u8());
+    firmware_version = r.u32();
+    tick_hz = r.u64();
+    ram_bytes = r.u32();
+    r.text(board_name, kNameBytes);
+    rail_count = r.u8();
+    if (rail_count > kMaxRails) return false;
+    for (uint8_t i = 0; i < rail_count; ++i) {
+      rails[i].id = r.u8();
+      r.text(rails[i].name, kNameBytes);
+    }
+    return r.ok() && tick_hz != 0;
+  }
+};
+
+/// Device -> host: one timed window of an op (see profiler::OpSpan).
+struct OpSpanMsg {
+  static constexpr MsgType kType = MsgType::kOpSpan;
+  uint32_t op_id = 0;
+  uint8_t phase = 0;
+  uint64_t begin_ticks = 0;
+  uint64_t end_ticks = 0;
+  uint32_t repetitions = 1;
+
+  bool write(Writer& w) const {
+    w.u32(op_id);
+    w.u8(phase);
+    w.u64(begin_ticks);
+    w.u64(end_ticks);
+    w.u32(repetitions);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    op_id = r.u32();
+    phase = r.u8();
+    begin_ticks = r.u64();
+    end_ticks = r.u64();
+    repetitions = r.u32();
+    return r.ok() && end_ticks >= begin_ticks && repetitions != 0;
+  }
+};
+
+struct WireSample {
+  uint32_t dt_ticks = 0;  ///< after the batch's base_ticks
+  int32_t bus_uv = 0;
+  int32_t current_ua = 0;
+  int32_t power_uw = 0;
+  uint8_t flags = 0;
+};
+
+inline constexpr std::size_t kBatchHeaderBytes = 12;
+inline constexpr std::size_t kWireSampleBytes = 17;
+inline constexpr std::size_t kMaxBatchSamples =
+    (kMaxPayloadBytes - kBatchHeaderBytes) / kWireSampleBytes;
+
+/// Device -> host: consecutive samples of one rail.
+struct PowerBatch {
+  static constexpr MsgType kType = MsgType::kPowerBatch;
+  uint8_t rail = 0;
+  uint16_t count = 0;
+  uint64_t base_ticks = 0;
+  WireSample samples[kMaxBatchSamples];
+
+  bool write(Writer& w) const {
+    if (count > kMaxBatchSamples) return false;
+    w.u8(rail);
+    w.u8(0);
+    w.u16(count);
+    w.u64(base_ticks);
+    for (uint16_t i = 0; i < count; ++i) {
+      w.u32(samples[i].dt_ticks);
+      w.i32(samples[i].bus_uv);
+      w.i32(samples[i].current_ua);
+      w.i32(samples[i].power_uw);
+      w.u8(samples[i].flags);
+    }
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    rail = r.u8();
+    r.u8();
+    count = r.u16();
+    base_ticks = r.u64();
+    if (count > kMaxBatchSamples || r.remaining() != count * kWireSampleBytes) return false;
+    for (uint16_t i = 0; i < count; ++i) {
+      samples[i].dt_ticks = r.u32();
+      samples[i].bus_uv = r.i32();
+      samples[i].current_ua = r.i32();
+      samples[i].power_uw = r.i32();
+      samples[i].flags = r.u8();
+    }
+    return r.ok();
+  }
+};
+
+/// Host -> device: one NTP-style exchange; the device answers with SyncReply.
+struct SyncRequest {
+  static constexpr MsgType kType = MsgType::kSyncRequest;
+  uint32_t sync_id = 0;
+  uint64_t host_tx_ns = 0;
+
+  bool write(Writer& w) const {
+    w.u32(sync_id);
+    w.u64(host_tx_ns);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    sync_id = r.u32();
+    host_tx_ns = r.u64();
+    return r.ok();
+  }
+};
+
+struct SyncReply {
+  static constexpr MsgType kType = MsgType::kSyncReply;
+  uint32_t sync_id = 0;
+  uint64_t host_tx_ns = 0;  ///< echoed from the request
+  uint64_t device_rx_ticks = 0;
+  uint64_t device_tx_ticks = 0;
+
+  bool write(Writer& w) const {
+    w.u32(sync_id);
+    w.u64(host_tx_ns);
+    w.u64(device_rx_ticks);
+    w.u64(device_tx_ticks);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    sync_id = r.u32();
+    host_tx_ns = r.u64();
+    device_rx_ticks = r.u64();
+    device_tx_ticks = r.u64();
+    return r.ok() && device_tx_ticks >= device_rx_ticks;
+  }
+};
+
+enum class LogLevel : uint8_t { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
+inline constexpr std::size_t kMaxLogText = kMaxPayloadBytes - 1;
+
+/// Device -> host: a line of text for the run's event log.
+struct Log {
+  static constexpr MsgType kType = MsgType::kLog;
+  LogLevel level = LogLevel::kInfo;
+  uint16_t length = 0;
+  char text[kMaxLogText + 1] = {};
+
+  bool write(Writer& w) const {
+    if (length > kMaxLogText) return false;
+    w.u8(static_cast<uint8_t>(level));
+    w.bytes(text, length);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    const uint8_t lv = r.u8();
+    if (lv > static_cast<uint8_t>(LogLevel::kError)) return false;
+    level = static_cast<LogLevel>(lv);
+    length = static_cast<uint16_t>(r.remaining());
+    if (length > kMaxLogText) return false;
+    r.bytes(text, length);
+    text[length] = '\0';
+    return r.ok();
+  }
+};
+
+enum class ByeReason : uint8_t { kShutdown = 0, kError = 1, kHostRequest = 2 };
+
+/// Device -> host: the device is going away (the host closes the run).
+struct Bye {
+  static constexpr MsgType kType = MsgType::kBye;
+  ByeReason reason = ByeReason::kShutdown;
+
+  bool write(Writer& w) const {
+    w.u8(static_cast<uint8_t>(reason));
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    const uint8_t v = r.u8();
+    reason = static_cast<ByeReason>(v);
+    return r.ok() && v <= static_cast<uint8_t>(ByeReason::kHostRequest);
+  }
+};
+
+enum class RunEnd : uint8_t { kCompleted = 0, kStopped = 1, kFailed = 2 };
+
+/// Device -> host: the plan started by Start has ended. The counters cover the run's OpSpan
+/// and PowerBatch traffic so the host can tell exactly what it lost.
+struct RunDone {
+  static constexpr MsgType kType = MsgType::kRunDone;
+  uint32_t run_tag = 0;
+  RunEnd end = RunEnd::kCompleted;
+  uint32_t spans_sent = 0;
+  uint32_t samples_sent = 0;
+  uint32_t frames_sent = 0;  ///< OpSpan and PowerBatch frames of this run
+
+  bool write(Writer& w) const {
+    w.u32(run_tag);
+    w.u8(static_cast<uint8_t>(end));
+    w.u32(spans_sent);
+    w.u32(samples_sent);
+    w.u32(frames_sent);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    run_tag = r.u32();
+    const uint8_t e = r.u8();
+    end = static_cast<RunEnd>(e);
+    spans_sent = r.u32();
+    samples_sent = r.u32();
+    frames_sent = r.u32();
+    return r.ok() && e <= static_cast<uint8_t>(RunEnd::kFailed);
+  }
+};
+
+/// Host -> device: who is there?
+struct HelloRequest {
+  static constexpr MsgType kType = MsgType::kHelloRequest;
+  uint16_t host_protocol_version = kProtocolVersion;
+
+  bool write(Writer& w) const {
+    w.u16(host_protocol_version);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    host_protocol_version = r.u16();
+    return r.ok();
+  }
+};
+
+inline constexpr std::size_t kPlanDims = 6;
+
+/// Host -> device: one entry of the profile plan that the next Start runs. Entries are run in
+/// the order sent (the host randomizes it).
+struct PlanOp {
+  static constexpr MsgType kType = MsgType::kPlanOp;
+  uint32_t op_id = 0;
+  uint8_t kind = 0;   ///< profiler::OpKind code
+  uint8_t phase = 0;  ///< profiler::Phase code
+  uint8_t dim_count = 0;
+  uint32_t dims[kPlanDims] = {};
+  uint64_t flops = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  uint16_t windows = 1;      ///< measurement windows of this op
+  uint32_t idle_after_us = 0;  ///< idle gap after each window (for idle-power estimates)
+
+  bool write(Writer& w) const {
+    if (dim_count > kPlanDims) return false;
+    w.u32(op_id);
+    w.u8(kind);
+    w.u8(phase);
+    w.u8(dim_count);
+    for (uint32_t d : dims) w.u32(d);
+    w.u64(flops);
+    w.u64(bytes_in);
+    w.u64(bytes_out);
+    w.u16(windows);
+    w.u32(idle_after_us);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    op_id = r.u32();
+    kind = r.u8();
+    phase = r.u8();
+    dim_count = r.u8();
+    for (uint32_t& d : dims) d = r.u32();
+    flops = r.u64();
+    bytes_in = r.u64();
+    bytes_out = r.u64();
+    windows = r.u16();
+    idle_after_us = r.u32();
+    return r.ok() && dim_count <= kPlanDims && windows != 0;
+  }
+};
+
+enum class StartMode : uint8_t { kProfile = 0, kSchedule = 1 };
+
+/// Host -> device: run the plan entries sent since the last Start.
+struct Start {
+  static constexpr MsgType kType = MsgType::kStart;
+  uint32_t run_tag = 0;
+  StartMode mode = StartMode::kProfile;
+  uint16_t op_count = 0;        ///< PlanOps the host sent; the device refuses a mismatch
+  uint16_t loops = 1;           ///< passes over the plan; 0 = until Stop
+  uint32_t min_window_us = 0;   ///< repeat an op until its window lasts at least this long
+  uint32_t seed = 0;
+
+  bool write(Writer& w) const {
+    w.u32(run_tag);
+    w.u8(static_cast<uint8_t>(mode));
+    w.u16(op_count);
+    w.u16(loops);
+    w.u32(min_window_us);
+    w.u32(seed);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    run_tag = r.u32();
+    const uint8_t m = r.u8();
+    mode = static_cast<StartMode>(m);
+    op_count = r.u16();
+    loops = r.u16();
+    min_window_us = r.u32();
+    seed = r.u32();
+    return r.ok() && m <= static_cast<uint8_t>(StartMode::kSchedule);
+  }
+};
+
+/// Host -> device: end the running plan after the current window; the device sends RunDone.
+struct Stop {
+  static constexpr MsgType kType = MsgType::kStop;
+  bool write(Writer& w) const { return w.ok(); }
+  bool read(Reader& r) { return r.ok(); }
+};
+
+struct Ping {
+  static constexpr MsgType kType = MsgType::kPing;
+  uint32_t nonce = 0;
+  bool write(Writer& w) const {
+    w.u32(nonce);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    nonce = r.u32();
+    return r.ok();
+  }
+};
+
+struct Pong {
+  static constexpr MsgType kType = MsgType::kPong;
+  uint32_t nonce = 0;
+  uint64_t device_ticks = 0;
+  bool write(Writer& w) const {
+    w.u32(nonce);
+    w.u64(device_ticks);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    nonce = r.u32();
+    device_ticks = r.u64();
+    return r.ok();
+  }
+};
+
+}  // namespace ergon::devices::protocol

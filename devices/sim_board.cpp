@@ -1,0 +1,312 @@
+#include "devices/sim_board.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+namespace ergon::devices {
+namespace {
+
+namespace proto = protocol;
+using profiler::Phase;
+
+constexpr int64_t kReplyLatencyNs = 20'000;        // device time between rx and tx of a reply
+constexpr double kSourceResistanceOhm = 0.05;      // supply droop under load
+
+}  // namespace
+
+SimBoard::SimBoard(const BoardProfile& board, const SimBoardOptions& options)
+    : board_(board), options_(options), ina_(board.ina219), rng_(options.seed) {
+  sample_period_ns_ = static_cast<int64_t>(std::llround(ina_.sample_period_s() * 1e9));
+}
+
+uint64_t SimBoard::ticks_at(int64_t true_ns) const {
+  const long double device_ns =
+      static_cast<long double>(true_ns) * (1.0L + board_.clock_drift_ppm * 1e-6L) +
+      static_cast<long double>(options_.clock_offset_ns);
+  return static_cast<uint64_t>(device_ns * static_cast<long double>(board_.tick_hz) / 1e9L);
+}
+
+template <class Msg>
+bool SimBoard::send(const Msg& msg, std::vector<uint8_t>& out) {
+  uint8_t buf[proto::kMaxEncodedFrameBytes];
+  const std::size_t n = proto::encode_message(msg, tx_seq_, buf, sizeof buf);
+  assert(n != 0 && "every message the board builds fits a frame");
+  ++tx_seq_;
+  ++tx_seq_count_;
+  bool intact = true;
+  if (options_.corrupt_probability > 0) {
+    std::bernoulli_distribution hit(options_.corrupt_probability);
+    std::uniform_int_distribution<int> bit(0, 7);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (hit(rng_)) {
+        buf[i] = static_cast<uint8_t>(buf[i] ^ (1U << bit(rng_)));
+        intact = false;
+      }
+    }
+  }
+  out.insert(out.end(), buf, buf + n);
+  return intact;
+}
+
+void SimBoard::log(proto::LogLevel level, const std::string& text, std::vector<uint8_t>& out) {
+  proto::Log msg;
+  msg.level = level;
+  msg.length = static_cast<uint16_t>(std::min(text.size(), proto::kMaxLogText));
+  std::memcpy(msg.text, text.data(), msg.length);
+  send(msg, out);
+}
+
+void SimBoard::receive(const uint8_t* data, std::size_t n, int64_t now_ns,
+                       std::vector<uint8_t>& out) {
+  decoder_.feed(data, n, [&](const proto::Frame& f) { handle_frame(f, now_ns, out); });
+}
+
+void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
+                            std::vector<uint8_t>& out) {
+  switch (frame.type) {
+    case proto::MsgType::kHelloRequest: {
+      proto::Hello hello;
+      hello.board_kind = board_.kind;
+      hello.firmware_version = board_.firmware_version;
+      hello.tick_hz = board_.tick_hz;
+      hello.ram_bytes = static_cast<uint32_t>(std::min<uint64_t>(board_.ram_bytes, UINT32_MAX));
+      const std::string name = std::string(board_.name) + "-sim";
+      proto::copy_text(hello.board_name, name.c_str());
+      hello.rail_count = 1;
+      hello.rails[0].id = 0;
+      proto::copy_text(hello.rails[0].name, std::string(board_.rail_name).c_str());
+      send(hello, out);
+      return;
+    }
+    case proto::MsgType::kSyncRequest: {
+      proto::SyncRequest req;
+      if (!proto::parse_message(frame, req)) break;
+      proto::SyncReply reply;
+      reply.sync_id = req.sync_id;
+      reply.host_tx_ns = req.host_tx_ns;
+      reply.device_rx_ticks = ticks_at(now_ns);
+      reply.device_tx_ticks = ticks_at(now_ns + kReplyLatencyNs);
+      send(reply, out);
+      return;
+    }
+    case proto::MsgType::kPlanOp: {
+      proto::PlanOp wire;
+      PlannedOp op;
+      if (!proto::parse_message(frame, wire) || !from_wire(wire, op)) break;
+      if (running_) {
+        log(proto::LogLevel::kWarning, "plan op ignored: a run is active", out);
+        return;
+      }
+      pending_plan_.push_back(op);
+      return;
+    }
+    case proto::MsgType::kStart: {
+      proto::Start start;
+      if (!proto::parse_message(frame, start)) break;
+      start_run(start, now_ns, out);
+      return;
+    }
+    case proto::MsgType::kStop:
+      if (running_) {
+        stop_requested_ = true;
+      } else if (!runs_.empty()) {
+        // The host missed our RunDone (a noisy link): say it again.
+        const SimRunStats& last = runs_.back();
+        proto::RunDone done;
+        done.run_tag = last.run_tag;
+        done.end = last_end_;
+        done.spans_sent = last.spans_sent;
+        done.samples_sent = last.samples_sent;
+        done.frames_sent = last.frames_sent;
+        send(done, out);
+      }
+      return;
+    case proto::MsgType::kPing: {
+      proto::Ping ping;
+      if (!proto::parse_message(frame, ping)) break;
+      proto::Pong pong;
+      pong.nonce = ping.nonce;
+      pong.device_ticks = ticks_at(now_ns);
+      send(pong, out);
+      return;
+    }
+    default:
+      break;
+  }
+  log(proto::LogLevel::kWarning,
+      "ignored host message type 0x" + std::to_string(static_cast<int>(frame.type)), out);
+}
+
+void SimBoard::start_run(const proto::Start& start, int64_t now_ns, std::vector<uint8_t>& out) {
+  auto refuse = [&](const std::string& why) {
+    log(proto::LogLevel::kError, why, out);
+    proto::RunDone done;
+    done.run_tag = start.run_tag;
+    done.end = proto::RunEnd::kFailed;
+    send(done, out);
+    pending_plan_.clear();
+  };
+  if (running_) return refuse("start refused: a run is active");
+  if (start.mode != proto::StartMode::kProfile)
+    return refuse("start refused: schedule execution is not supported by this agent yet");
+  if (start.op_count != pending_plan_.size() || pending_plan_.empty())
+    return refuse("start refused: expected " + std::to_string(start.op_count) +
+                  " plan ops, received " + std::to_string(pending_plan_.size()));
+
+  plan_ = std::move(pending_plan_);
+  pending_plan_.clear();
+  start_ = start;
+  running_ = true;
+  stop_requested_ = false;
+  op_index_ = 0;
+  window_ = 0;
+  in_gap_ = false;
+  loop_ = 0;
+  runs_.push_back(SimRunStats{.run_tag = start.run_tag});
+  cursor_ns_ = std::max(cursor_ns_, now_ns);
+  next_sample_ns_ = cursor_ns_;
+  batch_.count = 0;
+  next_segment(cursor_ns_);
+}
+
+// Picks the segment that begins at begin_ns: a measurement window of the current op, or the
+// idle gap after it. Returns false when the plan is over.
+bool SimBoard::next_segment(int64_t begin_ns) {
+  if (stop_requested_ || op_index_ >= plan_.size()) return false;
+  const PlannedOp& op = plan_[op_index_];
+  Segment s;
+  s.begin_ns = begin_ns;
+  if (in_gap_) {
+    s.is_span = false;
+    s.phase = Phase::kIdle;
+    s.power_w = board_.idle_w;
+    s.end_ns = begin_ns + int64_t{op.idle_after_us} * 1000;
+  } else {
+    const OpTruth truth = op_truth(board_, op.shape, op.phase);
+    const double min_window_s = start_.min_window_us * 1e-6;
+    const auto reps = op.shape.kind == profiler::OpKind::kIdle
+                          ? 1U
+                          : static_cast<uint32_t>(std::max(1.0, std::ceil(min_window_s / truth.time_s)));
+    std::normal_distribution<double> jitter(1.0, board_.power_jitter);
+    const double dynamic_w = truth.power_w - board_.idle_w;
+    s.is_span = true;
+    s.op_id = op.op_id;
+    s.phase = op.phase;
+    s.repetitions = reps;
+    s.power_w = board_.idle_w + std::max(0.0, dynamic_w * jitter(rng_));
+    s.end_ns = begin_ns + std::max<int64_t>(1, std::llround(truth.time_s * reps * 1e9));
+  }
+  segment_ = s;
+  return true;
+}
+
+void SimBoard::advance_to(int64_t t_ns, std::vector<uint8_t>& out) {
+  while (running_) {
+    const int64_t until = std::min(segment_.end_ns, t_ns);
+    while (next_sample_ns_ < segment_.end_ns && next_sample_ns_ <= until) {
+      take_sample(next_sample_ns_, segment_.power_w, out);
+      next_sample_ns_ += sample_period_ns_;
+    }
+    cursor_ns_ = std::max(cursor_ns_, until);
+    if (segment_.end_ns > t_ns) return;
+    finish_segment(out);
+  }
+}
+
+void SimBoard::finish_segment(std::vector<uint8_t>& out) {
+  const Segment s = segment_;
+  if (s.is_span) {
+    proto::OpSpanMsg span;
+    span.op_id = s.op_id;
+    span.phase = static_cast<uint8_t>(s.phase);
+    span.begin_ticks = ticks_at(s.begin_ns);
+    span.end_ticks = ticks_at(s.end_ns);
+    span.repetitions = s.repetitions;
+    const bool intact = send(span, out);
+    SimRunStats& run = runs_.back();
+    ++run.spans_sent;
+    ++run.frames_sent;
+    run.spans_intact += intact ? 1 : 0;
+    run.frames_intact += intact ? 1 : 0;
+    truth_.push_back({.run_tag = start_.run_tag,
+                      .op_id = s.op_id,
+                      .phase = s.phase,
+                      .begin_ticks = span.begin_ticks,
+                      .end_ticks = span.end_ticks,
+                      .repetitions = s.repetitions,
+                      .begin_ns = s.begin_ns,
+                      .end_ns = s.end_ns,
+                      .power_w = s.power_w,
+                      .energy_j = s.power_w * static_cast<double>(s.end_ns - s.begin_ns) * 1e-9,
+                      .frame_intact = intact});
+  }
+
+  // Advance the plan cursor: window -> gap -> next window ... -> next op -> next loop.
+  const PlannedOp& op = plan_[op_index_];
+  if (!in_gap_ && op.idle_after_us > 0) {
+    in_gap_ = true;
+  } else {
+    in_gap_ = false;
+    if (++window_ >= op.windows) {
+      window_ = 0;
+      if (++op_index_ >= plan_.size()) {
+        ++loop_;
+        if (start_.loops == 0 || loop_ < start_.loops) op_index_ = 0;
+      }
+    }
+  }
+  if (!next_segment(s.end_ns))
+    end_run(stop_requested_ ? proto::RunEnd::kStopped : proto::RunEnd::kCompleted, out);
+}
+
+void SimBoard::take_sample(int64_t t_ns, double power_w, std::vector<uint8_t>& out) {
+  const double current_a = power_w / board_.bus_v;
+  const double bus_v = board_.bus_v - kSourceResistanceOhm * current_a;
+  std::normal_distribution<double> noise(0.0, board_.shunt_noise_v);
+  const auto regs = ina_.convert(bus_v, current_a, noise(rng_));
+  const uint64_t ticks = ticks_at(t_ns);
+  const auto sample = ina_.decode(regs, 0, ticks);
+
+  if (batch_.count > 0 && ticks - batch_.base_ticks > UINT32_MAX) flush_batch(out);
+  if (batch_.count == 0) {
+    batch_.rail = 0;
+    batch_.base_ticks = ticks;
+  }
+  auto& w = batch_.samples[batch_.count++];
+  w.dt_ticks = static_cast<uint32_t>(ticks - batch_.base_ticks);
+  w.bus_uv = sample.bus_uv;
+  w.current_ua = sample.current_ua;
+  w.power_uw = sample.power_uw;
+  w.flags = sample.flags;
+  ++runs_.back().samples_sent;
+  if (batch_.count == proto::kMaxBatchSamples) flush_batch(out);
+}
+
+void SimBoard::flush_batch(std::vector<uint8_t>& out) {
+  if (batch_.count == 0) return;
+  const bool intact = send(batch_, out);
+  SimRunStats& run = runs_.back();
+  ++run.frames_sent;
+  run.frames_intact += intact ? 1 : 0;
+  run.samples_intact += intact ? batch_.count : 0;
+  batch_.count = 0;
+}
+
+void SimBoard::end_run(proto::RunEnd end, std::vector<uint8_t>& out) {
+  flush_batch(out);
+  proto::RunDone done;
+  done.run_tag = start_.run_tag;
+  done.end = end;
+  const SimRunStats& run = runs_.back();
+  done.spans_sent = run.spans_sent;
+  done.samples_sent = run.samples_sent;
+  done.frames_sent = run.frames_sent;
+  send(done, out);
+  last_end_ = end;
+  running_ = false;
+  plan_.clear();
+}
+
+}  // namespace ergon::devices

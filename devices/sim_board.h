@@ -1,0 +1,127 @@
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "devices/board_profile.h"
+#include "devices/profile_plan.h"
+#include "devices/protocol/decoder.h"
+#include "devices/protocol/messages.h"
+#include "probes/ina219_model.h"
+
+namespace ergon::devices {
+
+/// The simulator's record of what really happened in a span (for accuracy tests).
+struct TruthSpan {
+  uint32_t run_tag = 0;
+  uint32_t op_id = 0;
+  profiler::Phase phase = profiler::Phase::kForward;
+  uint64_t begin_ticks = 0;
+  uint64_t end_ticks = 0;
+  uint32_t repetitions = 1;
+  int64_t begin_ns = 0;  ///< true simulation time
+  int64_t end_ns = 0;
+  double power_w = 0;    ///< true board power during the span (constant within a window)
+  double energy_j = 0;   ///< exact: power_w x (end_ns - begin_ns)
+  bool frame_intact = true;  ///< false when link corruption touched the span's frame
+};
+
+/// What the board sent in one run, and how much of it the simulated link left intact.
+struct SimRunStats {
+  uint32_t run_tag = 0;
+  uint32_t spans_sent = 0;
+  uint32_t samples_sent = 0;
+  uint32_t frames_sent = 0;  ///< OpSpan and PowerBatch frames
+  uint32_t spans_intact = 0;
+  uint32_t samples_intact = 0;
+  uint32_t frames_intact = 0;
+};
+
+struct SimBoardOptions {
+  uint64_t seed = 1;
+  /// Device clock = true time x (1 + drift) + offset; the offset is "time since boot".
+  int64_t clock_offset_ns = 123'456'789'000;
+  /// Probability that each byte the board sends gets one bit flipped (a noisy link).
+  double corrupt_probability = 0.0;
+};
+
+/// A simulated board running the Ergon agent, without any I/O: host bytes go in through
+/// receive(), the plan runs in simulated time through advance_to(), and every frame the
+/// board sends is appended to `out`. The pty/TCP server (sim_server.h) and tests drive it.
+class SimBoard {
+ public:
+  SimBoard(const BoardProfile& board, const SimBoardOptions& options);
+
+  /// Handles host commands that arrived at true time now_ns (answers go to out at once).
+  void receive(const uint8_t* data, std::size_t n, int64_t now_ns, std::vector<uint8_t>& out);
+  /// Runs the active plan up to true time t_ns, emitting spans and power batches.
+  void advance_to(int64_t t_ns, std::vector<uint8_t>& out);
+
+  [[nodiscard]] bool running() const { return running_; }
+  /// How far the plan has been simulated (true ns).
+  [[nodiscard]] int64_t cursor_ns() const { return cursor_ns_; }
+  [[nodiscard]] uint64_t ticks_at(int64_t true_ns) const;
+  [[nodiscard]] const std::vector<TruthSpan>& truth() const { return truth_; }
+  /// One entry per run started, the current one last.
+  [[nodiscard]] const std::vector<SimRunStats>& runs() const { return runs_; }
+  [[nodiscard]] const BoardProfile& board() const { return board_; }
+  [[nodiscard]] const protocol::DecoderStats& host_link_stats() const {
+    return decoder_.stats();
+  }
+  /// Frames of any kind sent since construction.
+  [[nodiscard]] uint64_t frames_sent() const { return tx_seq_count_; }
+
+ private:
+  struct Segment {
+    bool is_span = false;
+    uint32_t op_id = 0;
+    profiler::Phase phase = profiler::Phase::kIdle;
+    uint32_t repetitions = 1;
+    int64_t begin_ns = 0;
+    int64_t end_ns = 0;
+    double power_w = 0;
+  };
+
+  void handle_frame(const protocol::Frame& frame, int64_t now_ns, std::vector<uint8_t>& out);
+  void start_run(const protocol::Start& start, int64_t now_ns, std::vector<uint8_t>& out);
+  void end_run(protocol::RunEnd end, std::vector<uint8_t>& out);
+  bool next_segment(int64_t begin_ns);
+  void finish_segment(std::vector<uint8_t>& out);
+  void take_sample(int64_t t_ns, double power_w, std::vector<uint8_t>& out);
+  void flush_batch(std::vector<uint8_t>& out);
+  void log(protocol::LogLevel level, const std::string& text, std::vector<uint8_t>& out);
+  /// Encodes and appends one frame; returns whether the (simulated) link left it intact.
+  template <class Msg>
+  bool send(const Msg& msg, std::vector<uint8_t>& out);
+
+  BoardProfile board_;
+  SimBoardOptions options_;
+  probes::Ina219Model ina_;
+  std::mt19937_64 rng_;
+  protocol::Decoder decoder_;
+  uint16_t tx_seq_ = 0;
+  uint64_t tx_seq_count_ = 0;
+
+  std::vector<PlannedOp> pending_plan_;
+  std::vector<PlannedOp> plan_;
+  protocol::Start start_{};
+  bool running_ = false;
+  bool stop_requested_ = false;
+  protocol::RunEnd last_end_ = protocol::RunEnd::kCompleted;
+  std::size_t op_index_ = 0;
+  uint32_t window_ = 0;
+  bool in_gap_ = false;
+  uint32_t loop_ = 0;
+  Segment segment_;
+  int64_t cursor_ns_ = 0;
+  int64_t next_sample_ns_ = 0;
+  int64_t sample_period_ns_ = 0;
+
+  protocol::PowerBatch batch_{};
+  std::vector<SimRunStats> runs_;
+  std::vector<TruthSpan> truth_;
+};
+
+}  // namespace ergon::devices

@@ -1,0 +1,77 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ergon::profiler {
+
+/// Operation kinds a board can run and time. Values are wire and database codes: append only.
+enum class OpKind : uint8_t {
+  kConv2d = 1,   ///< dims: batch, in_ch, out_ch, height, width, kernel (stride 1, same padding)
+  kLinear = 2,   ///< dims: batch, in_features, out_features
+  kRelu = 3,     ///< dims: elements
+  kMaxPool = 4,  ///< dims: batch, channels, height, width, window
+  kAdd = 5,      ///< dims: elements
+  kPaging = 6,   ///< dims: bytes (moved to or from the board's storage; phase says which)
+  kIdle = 7,     ///< dims: duration in microseconds
+};
+
+/// What a span was doing. Values are wire and database codes: append only.
+enum class Phase : uint8_t {
+  kForward = 1,
+  kBackward = 2,
+  kRecompute = 3,
+  kPageIn = 4,
+  kPageOut = 5,
+  kIdle = 6,
+  kSync = 7,
+};
+
+inline constexpr std::size_t kMaxDims = 6;
+
+/// An operation at a concrete shape, with the work it does. FLOPs count a multiply-add as 2.
+struct OpShape {
+  OpKind kind = OpKind::kIdle;
+  std::array<uint32_t, kMaxDims> dims{};
+  uint8_t dim_count = 0;
+  uint64_t flops = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+
+  friend bool operator==(const OpShape&, const OpShape&) = default;
+};
+
+/// One timed execution window of an op on a board, in device ticks; `repetitions` back-to-back
+/// runs of the op fill [begin_ticks, end_ticks).
+struct OpSpan {
+  uint32_t op_id = 0;
+  Phase phase = Phase::kForward;
+  uint64_t begin_ticks = 0;
+  uint64_t end_ticks = 0;
+  uint32_t repetitions = 1;
+
+  friend bool operator==(const OpSpan&, const OpSpan&) = default;
+};
+
+/// Shapes with FLOPs and bytes (fp32) filled in from the dims, for forward or backward.
+OpShape conv2d(uint32_t batch, uint32_t in_ch, uint32_t out_ch, uint32_t height, uint32_t width,
+               uint32_t kernel, Phase phase);
+OpShape linear(uint32_t batch, uint32_t in_features, uint32_t out_features, Phase phase);
+OpShape relu(uint32_t elements, Phase phase);
+OpShape max_pool(uint32_t batch, uint32_t channels, uint32_t height, uint32_t width,
+                 uint32_t window, Phase phase);
+OpShape add(uint32_t elements, Phase phase);
+OpShape paging(uint32_t bytes);
+OpShape idle(uint32_t duration_us);
+
+std::string_view to_string(OpKind kind);
+std::string_view to_string(Phase phase);
+std::optional<OpKind> op_kind_from_code(uint8_t code);
+std::optional<Phase> phase_from_code(uint8_t code);
+/// "3x16x16x32x32x3" style text of the used dims, for the database and for people.
+std::string dims_text(const OpShape& shape);
+
+}  // namespace ergon::profiler

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs every Debian package Ergon needs to build, test and run. Idempotent: installs only
+# what is missing, and runs apt-get update only when something is.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  clang libclang-rt-14-dev            # libFuzzer target and sanitizers
+  libboost-dev                        # Boost.Asio (serial ports, TCP)
+  libsqlite3-dev sqlite3
+  libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+
+sudo=()
+[[ $(id -u) -ne 0 ]] && sudo=(sudo)
+echo "setup: installing ${missing[*]}"
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,212 @@
+// Opening, migrating, refusing and surviving crashes: what a user relies on from the file.
+
+#include "costdb/database.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "costdb_test_util.h"
+
+namespace ergon::costdb {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing::make_samples;
+using testing::raw_exec;
+using testing::raw_query;
+using testing::read_file;
+using testing::sim_board;
+
+class DatabaseTest : public testing::TempDirTest {};
+
+LinkCounters counters_with_bytes(uint64_t bytes) {
+  LinkCounters counters;
+  counters.bytes = bytes;
+  return counters;
+}
+
+TEST_F(DatabaseTest, FreshFileGetsCurrentSchemaVersionAndWal) {
+  {
+    Database db = Database::open(db_path());
+    EXPECT_EQ(db.schema_version(), kSchemaVersion);
+    EXPECT_EQ(db.path(), db_path());
+    EXPECT_EQ(db.integrity_check(), "ok");
+  }
+  EXPECT_EQ(raw_query(db_path(), "PRAGMA user_version"), "1");
+  EXPECT_EQ(raw_query(db_path(), "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM sqlite_schema WHERE name = 'power_samples'"),
+            "1");
+}
+
+TEST_F(DatabaseTest, ReopeningAnUpToDateFileKeepsDataAndSchema) {
+  int64_t run_id = 0;
+  {
+    Database db = Database::open(db_path());
+    RunWriter run(db, sim_board(), "sim", 1);
+    run_id = run.run_id();
+  }
+  const std::string schema_before = raw_query(db_path(), "SELECT group_concat(sql) FROM sqlite_schema");
+  for (int i = 0; i < 3; ++i) {
+    Database db = Database::open(db_path());
+    EXPECT_EQ(db.schema_version(), kSchemaVersion);
+    ASSERT_TRUE(find_run(db, run_id).has_value());
+  }
+  EXPECT_EQ(raw_query(db_path(), "SELECT group_concat(sql) FROM sqlite_schema"), schema_before);
+  EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM runs"), "1");
+}
+
+TEST_F(DatabaseTest, NewerSchemaIsRefusedNamingBothVersionsAndFileIsUntouched) {
+  ASSERT_EQ(raw_exec(db_path(), "CREATE TABLE future (x INTEGER); INSERT INTO future VALUES (7);"
+                                "PRAGMA user_version = 99;"),
+            SQLITE_OK);
+  const std::string before = read_file(db_path());
+
+  for (auto open : {&Database::open, &Database::open_read_only}) {
+    try {
+      (void)open(db_path());
+      FAIL() << "a newer database was opened";
+    } catch (const DatabaseError& e) {
+      EXPECT_THAT(e.what(), AllOf(HasSubstr(db_path().string()), HasSubstr("99"),
+                                  HasSubstr("(1)"), HasSubstr("upgrade ergon")));
+    }
+  }
+  EXPECT_EQ(read_file(db_path()), before);
+  EXPECT_FALSE(std::filesystem::exists(db_path().string() + "-wal"));
+}
+
+TEST_F(DatabaseTest, GarbageFileIsRefusedCleanlyAndLeftAlone) {
+  {
+    std::ofstream out(db_path(), std::ios::binary);
+    for (int i = 0; i < 1000; ++i) out << "this is not a database, it is a text file\n";
+  }
+  const std::string before = read_file(db_path());
+  try {
+    (void)Database::open(db_path());
+    FAIL() << "a garbage file was opened";
+  } catch (const DatabaseError& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr(db_path().string()), HasSubstr("not an SQLite")));
+  }
+  EXPECT_THROW((void)Database::open_read_only(db_path()), DatabaseError);
+  EXPECT_EQ(read_file(db_path()), before);
+}
+
+TEST_F(DatabaseTest, ForeignSqliteDatabaseIsRefused) {
+  ASSERT_EQ(raw_exec(db_path(), "CREATE TABLE contacts (name TEXT)"), SQLITE_OK);
+  try {
+    (void)Database::open(db_path());
+    FAIL() << "a foreign database was opened";
+  } catch (const DatabaseError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("not an ergon database"));
+  }
+  EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM sqlite_schema"), "1");
+}
+
+TEST_F(DatabaseTest, MissingDirectoryGivesOneLineError) {
+  try {
+    (void)Database::open(dir_ / "no" / "such" / "dir" / "x.db");
+    FAIL();
+  } catch (const DatabaseError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot open database"));
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+  EXPECT_THROW((void)Database::open_read_only(dir_ / "missing.db"), DatabaseError);
+}
+
+TEST_F(DatabaseTest, SecondWriterIsRefusedAsBusyButReadersSeeCommittedData) {
+  Database writer = Database::open(db_path());
+  RunWriter run(writer, sim_board(), "sim", 1);
+  writer.commit_batch();
+  const auto samples = make_samples(10);
+  run.add_samples(samples);  // uncommitted
+
+  try {
+    (void)Database::open(db_path());
+    FAIL() << "a second writer was let in";
+  } catch (const DatabaseError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "database " + db_path().string() + " is busy (another ergon is writing to it?)");
+  }
+
+  Database reader = Database::open_read_only(db_path());
+  auto seen = find_run(reader, run.run_id());
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(seen->samples, 0U);
+  EXPECT_EQ(reader.integrity_check(), "ok");
+}
+
+TEST_F(DatabaseTest, ReadOnlyOpenRefusesFileWithoutSchema) {
+  { std::ofstream touch(db_path()); }
+  EXPECT_THROW((void)Database::open_read_only(db_path()), DatabaseError);
+}
+
+TEST_F(DatabaseTest, DestructorCommitsTheOpenBatch) {
+  int64_t run_id = 0;
+  {
+    Database db = Database::open(db_path());
+    RunWriter run(db, sim_board(), "sim", 1);
+    run_id = run.run_id();
+    run.add_samples(make_samples(100));
+  }
+  Database db = Database::open_read_only(db_path());
+  ASSERT_TRUE(find_run(db, run_id).has_value());
+  EXPECT_EQ(find_run(db, run_id)->samples, 100U);
+}
+
+TEST_F(DatabaseTest, MovedDatabaseKeepsItsBatchAndWriters) {
+  Database first = Database::open(db_path());
+  RunWriter run(first, sim_board(), "sim", 1);
+  Database moved = std::move(first);
+  run.add_samples(make_samples(5));
+  moved.commit_batch();
+  EXPECT_EQ(find_run(moved, run.run_id())->samples, 5U);
+}
+
+// A process killed mid-batch (no destructor, no commit) loses exactly that batch; the file
+// recovers to a sound state with every committed row.
+TEST_F(DatabaseTest, KilledWriterLosesOnlyTheUncommittedBatch) {
+  constexpr std::size_t kCommitted = 10'000;
+  constexpr std::size_t kUncommitted = 7'000;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      Database db = Database::open(db_path());
+      RunWriter run(db, sim_board(), "sim", 1);
+      run.add_span({1, profiler::Phase::kForward, 10, 20, 1});
+      run.add_samples(make_samples(kCommitted));
+      run.update(RunStatus::kRecording, counters_with_bytes(123), 0);
+      db.commit_batch();
+      run.add_samples(make_samples(kUncommitted, 10'000'000));
+      run.add_span({2, profiler::Phase::kBackward, 30, 40, 1});
+      run.update(RunStatus::kCompleted, counters_with_bytes(456), 99);
+      kill(getpid(), SIGKILL);
+    } catch (...) {
+    }
+    _exit(3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "child failed before the kill, exit " << WEXITSTATUS(status);
+
+  Database db = Database::open(db_path());
+  EXPECT_EQ(db.integrity_check(), "ok");
+  const auto runs = list_runs(db);
+  ASSERT_EQ(runs.size(), 1U);
+  EXPECT_EQ(runs[0].samples, kCommitted);
+  EXPECT_EQ(runs[0].spans, 1U);
+  EXPECT_EQ(runs[0].status, RunStatus::kRecording);
+  EXPECT_EQ(runs[0].counters.bytes, 123U);
+  EXPECT_FALSE(runs[0].ended_at_ns.has_value());
+}
+
+}  // namespace
+}  // namespace ergon::costdb

@@ -1,0 +1,130 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "devices/board_profile.h"
+#include "devices/host/record_session.h"
+#include "sim_harness.h"
+
+namespace ergon::devices {
+namespace {
+
+using ergon::testing::Harness;
+
+bool has_event(const std::vector<std::string>& events, std::string_view needle) {
+  return std::any_of(events.begin(), events.end(),
+                     [&](const std::string& e) { return e.find(needle) != std::string::npos; });
+}
+
+TEST(RecordSession, RecordsEverySpanAndSampleTheBoardSent) {
+  Harness h(*find_board("mkr1000"));
+  h.run(900);
+  ASSERT_EQ(h.session.state(), SessionState::kCompleted) << h.session.error();
+  const auto& done = h.session.stats().device_done;
+  ASSERT_TRUE(done);
+  EXPECT_EQ(h.sink.spans.size(), done->spans_sent);
+  EXPECT_EQ(h.sink.samples_.size(), done->samples_sent);
+  EXPECT_EQ(h.sink.spans.size(), h.sim.truth().size());
+  EXPECT_EQ(h.session.stats().decoder.frames_lost, 0U);
+  EXPECT_EQ(h.sink.hello.kind_name, "mkr1000");
+  EXPECT_EQ(h.sink.hello.tick_hz, 1'000'000U);
+  EXPECT_GE(h.sink.syncs.size(), 16U);  // 8 before, 8 after, more during
+  // Spans arrive exactly as the board timed them.
+  for (std::size_t i = 0; i < h.sink.spans.size(); ++i) {
+    EXPECT_EQ(h.sink.spans[i].begin_ticks, h.sim.truth()[i].begin_ticks);
+    EXPECT_EQ(h.sink.spans[i].end_ticks, h.sim.truth()[i].end_ticks);
+  }
+  // Samples are in time order, one every ~1.064 ms of device time.
+  for (std::size_t i = 1; i < h.sink.samples_.size(); ++i)
+    ASSERT_GT(h.sink.samples_[i].t_ticks, h.sink.samples_[i - 1].t_ticks);
+}
+
+TEST(RecordSession, SyncRepliesStampTheDeviceClock) {
+  Harness h(*find_board("pi4"));
+  h.run(120);
+  ASSERT_FALSE(h.sink.syncs.empty());
+  for (const auto& s : h.sink.syncs) {
+    EXPECT_GE(s.host_rx_ns, s.host_tx_ns);
+    EXPECT_EQ(s.device_rx_ticks, h.sim.ticks_at(s.host_rx_ns));  // answered on arrival
+  }
+}
+
+TEST(RecordSession, UnansweredBoardFailsWithAClearMessage) {
+  Harness h(*find_board("pi4"));
+  h.run(30, /*link_up=*/false);
+  EXPECT_EQ(h.session.state(), SessionState::kFailed);
+  EXPECT_NE(h.session.error().find("no answer from mem:pi4 within 5 s"), std::string::npos)
+      << h.session.error();
+  EXPECT_EQ(h.sink.begins, 0);
+}
+
+TEST(RecordSession, StopsCleanlyWhenAskedAndTheBoardConfirms) {
+  RecordOptions opt;
+  opt.loops = 0;
+  opt.duration_s = 2.0;
+  Harness h(*find_board("pi4"), opt);
+  h.run(60);
+  ASSERT_EQ(h.session.state(), SessionState::kStopped) << h.session.error();
+  ASSERT_TRUE(h.session.stats().device_done);
+  EXPECT_EQ(h.session.stats().device_done->end, protocol::RunEnd::kStopped);
+  EXPECT_EQ(h.sink.samples_.size(), h.session.stats().device_done->samples_sent);
+}
+
+TEST(RecordSession, NoisyLinkLosesOnlyDamagedFramesAndCountsThem) {
+  SimBoardOptions sim_opt;
+  sim_opt.corrupt_probability = 0.002;
+  sim_opt.seed = 7;
+  Harness h(*find_board("nrf52840"), {}, sim_opt);
+  h.run(900);
+  ASSERT_EQ(h.session.state(), SessionState::kCompleted) << h.session.error();
+  const auto& run = h.sim.runs().back();
+  ASSERT_LT(run.frames_intact, run.frames_sent) << "no damage: the test proves nothing";
+  EXPECT_EQ(h.sink.spans.size(), run.spans_intact);
+  EXPECT_EQ(h.sink.samples_.size(), run.samples_intact);
+  const auto& st = h.session.stats().decoder;
+  EXPECT_GT(st.crc_errors + st.malformed, 0U);
+  EXPECT_GT(st.frames_lost, 0U);
+}
+
+TEST(RecordSession, LinkErrorEndsTheSessionAsDisconnected) {
+  Harness h(*find_board("pi4"));
+  h.session.on_open(h.to_board);
+  for (int i = 0; i < 500 && h.session.state() != SessionState::kRunning; ++i) {
+    h.clock.advance_ns(2'000'000);
+    h.pump();
+  }
+  ASSERT_EQ(h.session.state(), SessionState::kRunning);
+  h.session.on_link_error("Input/output error");
+  EXPECT_EQ(h.session.state(), SessionState::kDisconnected);
+  EXPECT_TRUE(has_event(h.sink.events, "Input/output error"));
+  EXPECT_EQ(h.sink.states.back(), SessionState::kDisconnected);
+}
+
+TEST(RecordSession, UnknownBoardKindNeedsTheBoardOption) {
+  BoardProfile anonymous = *find_board("pi4");
+  anonymous.kind = BoardKind::kUnknown;
+  Harness h(anonymous);
+  h.run(10);
+  EXPECT_EQ(h.session.state(), SessionState::kFailed);
+  EXPECT_NE(h.session.error().find("pass --board"), std::string::npos);
+
+  RecordOptions opt;
+  opt.expected_board = *find_board("pi4");
+  Harness h2(anonymous, opt);
+  h2.run(120);
+  EXPECT_EQ(h2.session.state(), SessionState::kCompleted) << h2.session.error();
+  EXPECT_EQ(h2.sink.hello.kind_name, "pi4");
+}
+
+TEST(RecordSession, BoardMismatchIsRecordedAsTheBoardSaysWithAWarning) {
+  RecordOptions opt;
+  opt.expected_board = *find_board("tx2");
+  Harness h(*find_board("pi4"), opt);
+  h.run(120);
+  EXPECT_EQ(h.session.state(), SessionState::kCompleted);
+  EXPECT_EQ(h.sink.hello.kind_name, "pi4");
+  EXPECT_TRUE(has_event(h.sink.events, "--board said tx2"));
+}
+
+}  // namespace
+}  // namespace ergon::devices

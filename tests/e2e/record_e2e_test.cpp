@@ -1,0 +1,191 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "cli/record.h"
+#include "costdb/database.h"
+#include "devices/board_profile.h"
+#include "devices/sim_server.h"
+
+namespace ergon {
+namespace {
+
+namespace fs = std::filesystem;
+
+class RecordEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("ergon-e2e-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::vector<cli::BoardOutcome> record(std::vector<std::string> ports) {
+    cli::RecordRequest req;
+    req.ports = std::move(ports);
+    req.db_path = db_path();
+    std::ostringstream out;
+    std::atomic<int> interrupts{0};
+    return cli::record_boards(req, out, interrupts);
+  }
+
+  fs::path db_path() const { return dir_ / "lab.db"; }
+
+  fs::path dir_;
+};
+
+devices::SimServerOptions unpaced(uint64_t seed = 1) {
+  return devices::SimServerOptions{.speed = 0, .seed = seed};
+}
+
+TEST_F(RecordEndToEnd, PtyRecordingStoresEverySpanAndSampleTheSimulatorSent) {
+  auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), unpaced());
+  sim->start();
+  const auto outcomes = record({sim->link_name()});
+  sim->stop();
+
+  ASSERT_EQ(outcomes.size(), 1U);
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+  const auto& truth = sim->board().runs().back();
+
+  auto db = costdb::Database::open(db_path());
+  EXPECT_EQ(db.integrity_check(), "ok");
+  const auto run = costdb::find_run(db, *outcomes[0].run_id);
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->status, costdb::RunStatus::kCompleted);
+  EXPECT_EQ(run->board_kind, "pi4");
+  EXPECT_EQ(run->spans, truth.spans_sent);
+  EXPECT_EQ(run->samples, truth.samples_sent);
+  EXPECT_EQ(run->counters.frames_lost, 0U);
+  EXPECT_EQ(run->counters.device_samples_sent, truth.samples_sent);
+  EXPECT_GE(run->sync_points, 16U);
+}
+
+TEST_F(RecordEndToEnd, CorruptedLinkLeavesExactlyTheIntactFramesAndRecordsTheLosses) {
+  auto opts = unpaced(11);
+  opts.corrupt_probability = 0.002;
+  auto sim = devices::SimServer::open_pty(*devices::find_board("nrf52840"), opts);
+  sim->start();
+  const auto outcomes = record({sim->link_name()});
+  sim->stop();
+
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+  const auto& truth = sim->board().runs().back();
+  ASSERT_LT(truth.frames_intact, truth.frames_sent) << "no damage: the test proves nothing";
+
+  auto db = costdb::Database::open(db_path());
+  const auto run = costdb::find_run(db, *outcomes[0].run_id);
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->spans, truth.spans_intact);
+  EXPECT_EQ(run->samples, truth.samples_intact);
+  EXPECT_GT(run->counters.frames_lost, 0U);
+  EXPECT_GT(run->counters.crc_errors + run->counters.malformed, 0U);
+}
+
+TEST_F(RecordEndToEnd, TcpLinkAndSeveralBoardsAtOnce) {
+  auto a = devices::SimServer::listen_tcp(*devices::find_board("tx2"), unpaced(2), 0);
+  auto b = devices::SimServer::open_pty(*devices::find_board("mkr1000"), unpaced(3));
+  a->start();
+  b->start();
+  const auto outcomes = record({a->link_name(), b->link_name()});
+  a->stop();
+  b->stop();
+  ASSERT_EQ(outcomes.size(), 2U);
+  auto db = costdb::Database::open(db_path());
+  const devices::SimServer* sims[] = {a.get(), b.get()};
+  for (std::size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(outcomes[i].state, devices::SessionState::kCompleted) << outcomes[i].error;
+    const auto run = costdb::find_run(db, *outcomes[i].run_id);
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->samples, sims[i]->board().runs().back().samples_sent);
+  }
+  EXPECT_EQ(costdb::list_runs(db).size(), 2U);
+}
+
+TEST_F(RecordEndToEnd, UnpluggedBoardEndsTheRunAsDisconnectedAndKeepsItsData) {
+  auto opts = devices::SimServerOptions{.speed = 5, .disconnect_after_s = 0.5, .seed = 4};
+  auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), opts);
+  sim->start();
+  const auto outcomes = record({sim->link_name()});
+  sim->stop();
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kDisconnected);
+  auto db = costdb::Database::open(db_path());
+  const auto run = costdb::find_run(db, *outcomes[0].run_id);
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->status, costdb::RunStatus::kDisconnected);
+  EXPECT_GT(run->samples, 0U);
+  EXPECT_EQ(run->samples, outcomes[0].stats.samples);
+}
+
+TEST_F(RecordEndToEnd, MissingPortFailsWithOneClearLine) {
+  const auto outcomes = record({(dir_ / "ttyNOPE").string()});
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kDisconnected);
+  EXPECT_NE(outcomes[0].error.find("ttyNOPE"), std::string::npos);
+  EXPECT_NE(outcomes[0].error.find("No such file"), std::string::npos) << outcomes[0].error;
+}
+
+// SIGKILL in the middle of recording: the file stays sound and holds every committed batch.
+TEST_F(RecordEndToEnd, KilledRecorderLeavesASoundDatabaseWithEveryCommittedBatch) {
+  auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"),
+                                          devices::SimServerOptions{.speed = 1, .seed = 5});
+  sim->start();
+  int out_pipe[2];
+  ASSERT_EQ(::pipe(out_pipe), 0);
+  const std::string ergon = std::string(ERGON_BINARY_DIR) + "/cli/ergon";
+  const std::string db = db_path().string();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::close(out_pipe[0]);
+    ::execl(ergon.c_str(), "ergon", "record", "--port", sim->link_name().c_str(), "--db",
+            db.c_str(), "--loops", "0", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+
+  // Read status lines ("... committed N") until two commits with data have been reported.
+  FILE* out = ::fdopen(out_pipe[0], "r");
+  std::regex committed_re("committed ([0-9]+)");
+  uint64_t committed = 0;
+  int reports = 0;
+  char line[4096];
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (reports < 2 && std::chrono::steady_clock::now() < deadline &&
+         std::fgets(line, sizeof line, out) != nullptr) {
+    std::cmatch m;
+    if (std::regex_search(line, m, committed_re) && std::stoull(m[1]) > 0) {
+      committed = std::stoull(m[1]);
+      ++reports;
+    }
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::fclose(out);
+  sim->stop();
+
+  ASSERT_EQ(reports, 2) << "recorder never reported a commit";
+  EXPECT_TRUE(WIFSIGNALED(status));
+  auto reopened = costdb::Database::open(db_path());
+  EXPECT_EQ(reopened.integrity_check(), "ok");
+  const auto runs = costdb::list_runs(reopened);
+  ASSERT_EQ(runs.size(), 1U);
+  EXPECT_GE(runs[0].samples, committed);
+  EXPECT_EQ(runs[0].status, costdb::RunStatus::kRecording);  // it never got to say otherwise
+}
+
+}  // namespace
+}  // namespace ergon
