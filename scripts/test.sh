@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything, runs every test (no hardware), then builds the
-# libFuzzer target with clang and fuzzes the protocol decoder for a bounded time.
-#   ERGON_FUZZ_SECONDS (default 60)   ERGON_HARDWARE_TESTS=1 also runs tests that need boards
+# Installs what is missing, builds everything, fuzzes the protocol decoder for a bounded time
+# (libFuzzer, clang, ASan + UBSan), then runs every test that needs no hardware.
+#   ERGON_FUZZ_SECONDS   fuzzing time (default 60; 0 skips fuzzing)
+#   ERGON_HARDWARE_TESTS=1 also runs tests labelled `hardware` (boards attached)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -9,10 +10,14 @@ jobs=$(nproc)
 
 cmake --preset default
 cmake --build --preset default -j "$jobs"
+
+fuzz_seconds=${ERGON_FUZZ_SECONDS:-60}
+if [[ $fuzz_seconds != 0 ]]; then
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j "$jobs"
+  ERGON_FUZZ_SECONDS=$fuzz_seconds ctest --test-dir build-fuzz --output-on-failure -L fuzz
+fi
+
 label_filter=(-LE hardware)
 [[ ${ERGON_HARDWARE_TESTS:-0} == 1 ]] && label_filter=()
 ctest --test-dir build --output-on-failure -j "$jobs" "${label_filter[@]}"
-
-cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz -j "$jobs"
-ERGON_FUZZ_SECONDS=${ERGON_FUZZ_SECONDS:-60} ctest --test-dir build-fuzz --output-on-failure -L fuzz
