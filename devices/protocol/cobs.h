@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace ergon::devices::protocol {
 
@@ -36,7 +37,9 @@ inline std::size_t cobs_encode(const uint8_t* src, std::size_t n, uint8_t* dst, 
 }
 
 /// Decodes in place (the result is never longer than the input). Returns the decoded size,
-/// or -1 if the input is not valid COBS (a 0x00 inside, or a code running past the end).
+/// or -1 if the input is not valid COBS (a zero code, or a code running past the end). Zero
+/// bytes inside a run are not looked for: the stream decoder splits on them first, and the
+/// frame CRC catches anything else.
 inline std::ptrdiff_t cobs_decode_in_place(uint8_t* buf, std::size_t n) {
   std::size_t in = 0;
   std::size_t out = 0;
@@ -45,10 +48,9 @@ inline std::ptrdiff_t cobs_decode_in_place(uint8_t* buf, std::size_t n) {
     if (code == 0) return -1;
     const std::size_t run = code - 1U;
     if (run > n - in) return -1;
-    for (std::size_t k = 0; k < run; ++k) {
-      if (buf[in] == 0) return -1;
-      buf[out++] = buf[in++];
-    }
+    if (out != in) std::memmove(buf + out, buf + in, run);
+    out += run;
+    in += run;
     if (code != 0xFF && in < n) buf[out++] = 0;
   }
   return static_cast<std::ptrdiff_t>(out);
