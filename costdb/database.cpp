@@ -24,7 +24,8 @@ constexpr const char* kWriterPragmas =
     "PRAGMA synchronous = NORMAL;"
     "PRAGMA foreign_keys = ON;"
     "PRAGMA cache_size = -65536;"
-    "PRAGMA wal_autocheckpoint = 4096";
+    "PRAGMA wal_autocheckpoint = 4096;"  // pages: checkpoint every 64 MiB of WAL
+    "PRAGMA journal_size_limit = 67108864";  // and truncate the WAL back to 64 MiB after it
 
 std::unique_ptr<Database::Impl> open_impl(const std::filesystem::path& path, bool read_only) {
   auto impl = std::make_unique<Database::Impl>();

@@ -277,6 +277,10 @@ void RecordSession::on_link_error(std::string_view what) {
   fail(SessionState::kDisconnected, "link to " + source_ + " lost: " + std::string(what));
 }
 
+void RecordSession::on_open_failed(std::string_view what) {
+  fail(SessionState::kFailed, "cannot open " + source_ + ": " + std::string(what));
+}
+
 void RecordSession::on_tick(std::vector<uint8_t>& out) {
   const int64_t now = clock_.now_ns();
   switch (state_) {

@@ -93,6 +93,8 @@ class RecordSession {
   void on_bytes(const uint8_t* data, std::size_t n, std::vector<uint8_t>& out);
   void on_tick(std::vector<uint8_t>& out);
   void on_link_error(std::string_view what);
+  /// The link could not be opened at all (no such port, permission denied, refused).
+  void on_open_failed(std::string_view what);
   /// Ctrl-C or end of duration: stop the plan cleanly (the device sends RunDone).
   void request_stop(std::vector<uint8_t>& out);
 

@@ -36,7 +36,7 @@ struct Recorder::Impl {
       const std::string rest = b.port.substr(4);
       const auto colon = rest.rfind(':');
       if (colon == std::string::npos) {
-        b.session->on_link_error("expected tcp:HOST:PORT");
+        b.session->on_open_failed("expected tcp:HOST:PORT");
         return;
       }
       asio::ip::tcp::resolver resolver(io);
@@ -59,7 +59,7 @@ struct Recorder::Impl {
       }
     }
     if (ec) {
-      b.session->on_link_error("cannot open: " + ec.message());
+      b.session->on_open_failed(ec.message());
       return;
     }
     b.open = true;

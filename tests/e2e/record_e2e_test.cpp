@@ -131,8 +131,9 @@ TEST_F(RecordEndToEnd, UnpluggedBoardEndsTheRunAsDisconnectedAndKeepsItsData) {
 
 TEST_F(RecordEndToEnd, MissingPortFailsWithOneClearLine) {
   const auto outcomes = record({(dir_ / "ttyNOPE").string()});
-  ASSERT_EQ(outcomes[0].state, devices::SessionState::kDisconnected);
-  EXPECT_NE(outcomes[0].error.find("ttyNOPE"), std::string::npos);
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kFailed);
+  EXPECT_NE(outcomes[0].error.find("cannot open " + (dir_ / "ttyNOPE").string()),
+            std::string::npos);
   EXPECT_NE(outcomes[0].error.find("No such file"), std::string::npos) << outcomes[0].error;
 }
 
