@@ -37,8 +37,9 @@ std::unique_ptr<Database::Impl> open_impl(const std::filesystem::path& path, boo
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) throw DatabaseError(where + " does not exist");
   }
-  const int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-                    SQLITE_OPEN_NOMUTEX;
+  const int access =
+      read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  const int flags = access | SQLITE_OPEN_NOMUTEX;
   const int rc = sqlite3_open_v2(path.c_str(), &impl->db, flags, nullptr);
   if (rc != SQLITE_OK) {
     const std::string reason = impl->db != nullptr ? sqlite3_errmsg(impl->db) : sqlite3_errstr(rc);

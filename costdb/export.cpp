@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <string>
 #include <system_error>
+#include <unordered_map>
 
 #include "common/error.h"
 #include "costdb/database_impl.h"
@@ -16,16 +17,22 @@
 namespace ergon::costdb {
 namespace {
 
-// Counts are COUNT(*) per run. power_samples has no index on run_id (ingest speed), so each
-// sample count scans that table once.
-constexpr const char* kRunSummarySql =
-    "SELECT r.id, b.kind, b.name, r.source, r.started_at_ns, r.ended_at_ns, r.status, "
-    "r.bytes, r.frames_ok, r.frames_lost, r.crc_errors, r.malformed, "
-    "r.device_spans_sent, r.device_samples_sent, r.device_frames_sent, "
-    "(SELECT COUNT(*) FROM op_spans s WHERE s.run_id = r.id), "
-    "(SELECT COUNT(*) FROM power_samples p WHERE p.run_id = r.id), "
-    "(SELECT COUNT(*) FROM sync_points y WHERE y.run_id = r.id) "
-    "FROM runs r JOIN boards b ON b.id = r.board_id ";
+// Spans and sync points are counted through their run_id indexes. power_samples has no index
+// (ingest speed), so its counts come from a scan: list_runs scans once for all runs and
+// find_run once for its run.
+std::string run_summary_sql(std::string_view samples_count, std::string_view tail) {
+  std::string sql =
+      "SELECT r.id, b.kind, b.name, r.source, r.started_at_ns, r.ended_at_ns, r.status, "
+      "r.bytes, r.frames_ok, r.frames_lost, r.crc_errors, r.malformed, "
+      "r.device_spans_sent, r.device_samples_sent, r.device_frames_sent, "
+      "(SELECT COUNT(*) FROM op_spans s WHERE s.run_id = r.id), ";
+  sql += samples_count;
+  sql +=
+      ", (SELECT COUNT(*) FROM sync_points y WHERE y.run_id = r.id) "
+      "FROM runs r JOIN boards b ON b.id = r.board_id ";
+  sql += tail;
+  return sql;
+}
 
 RunSummary read_summary(const detail::Statement& row, const std::filesystem::path& path) {
   RunSummary run;
@@ -118,9 +125,8 @@ class CsvFile {
   static constexpr std::size_t kFlushBytes = 1 << 20;
 
   void flush() {
-    if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) {
-      fail();
-    }
+    if (buffer_.empty()) return;
+    if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) fail();
     buffer_.clear();
   }
   [[noreturn]] void fail() const {
@@ -162,15 +168,37 @@ void export_table(Database::Impl& db, int64_t run_id, const std::filesystem::pat
 
 std::vector<RunSummary> list_runs(Database& db) {
   Database::Impl& impl = db.impl();
-  detail::Statement query(impl.db, std::string(kRunSummarySql) + "ORDER BY r.id", impl.path);
+  detail::Statement query(impl.db, run_summary_sql("0", "ORDER BY r.id"), impl.path);
   std::vector<RunSummary> runs;
   while (query.step("cannot list runs")) runs.push_back(read_summary(query, impl.path));
+
+  // One pass over every sample (a GROUP BY would sort them all). Rows of a run are mostly
+  // contiguous, so the last run found is checked first.
+  std::unordered_map<int64_t, std::size_t> index_of;
+  for (std::size_t i = 0; i < runs.size(); ++i) index_of.emplace(runs[i].id, i);
+  detail::Statement scan(impl.db, "SELECT run_id FROM power_samples", impl.path);
+  int64_t last_id = 0;
+  uint64_t* last_count = nullptr;
+  while (scan.step("cannot count samples")) {
+    const int64_t run_id = scan.column_int64(0);
+    if (last_count == nullptr || run_id != last_id) {
+      const auto found = index_of.find(run_id);
+      if (found == index_of.end()) continue;
+      last_id = run_id;
+      last_count = &runs[found->second].samples;
+    }
+    ++*last_count;
+  }
   return runs;
 }
 
 std::optional<RunSummary> find_run(Database& db, int64_t run_id) {
   Database::Impl& impl = db.impl();
-  detail::Statement query(impl.db, std::string(kRunSummarySql) + "WHERE r.id = ?1", impl.path);
+  detail::Statement query(
+      impl.db,
+      run_summary_sql("(SELECT COUNT(*) FROM power_samples p WHERE p.run_id = r.id)",
+                      "WHERE r.id = ?1"),
+      impl.path);
   query.bind(1, run_id);
   const std::string doing = "cannot read run " + std::to_string(run_id);
   if (!query.step(doing)) return std::nullopt;

@@ -103,10 +103,11 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
   board_upsert.bind(6, started_at_ns);
   const int64_t board_id = single_id(board_upsert, db.path, doing_board);
 
-  detail::Statement probe_upsert(db.db,
-                                 "INSERT INTO probes (board_id, rail_id, name) VALUES (?1, ?2, ?3) "
-                                 "ON CONFLICT (board_id, rail_id) DO UPDATE SET name = excluded.name",
-                                 db.path);
+  detail::Statement probe_upsert(
+      db.db,
+      "INSERT INTO probes (board_id, rail_id, name) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT (board_id, rail_id) DO UPDATE SET name = excluded.name",
+      db.path);
   probe_upsert.bind(1, board_id);
   for (const probes::Rail& rail : board.rails) {
     probe_upsert.bind(2, int64_t{rail.id});
@@ -160,7 +161,8 @@ void RunWriter::add_op(uint32_t op_id, const profiler::OpShape& shape, profiler:
   const int64_t shape_id = single_id(w.shape_select, w.db->path, w.doing_ops);
 
   detail::Statement& insert = w.prepared_for_run(
-      w.run_op_insert, "INSERT INTO run_ops (run_id, op_id, shape_id, phase) VALUES (?1, ?2, ?3, ?4)");
+      w.run_op_insert,
+      "INSERT INTO run_ops (run_id, op_id, shape_id, phase) VALUES (?1, ?2, ?3, ?4)");
   insert.bind(2, int64_t{op_id});
   insert.bind(3, shape_id);
   insert.bind(4, profiler::to_string(phase));

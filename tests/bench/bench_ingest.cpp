@@ -67,7 +67,9 @@ void BM_IngestSamples(benchmark::State& state) {
     ergon::costdb::RunWriter run(db, bench_board(), "bench", 0);
     // Distinct batches so values vary as in a real capture; reused round-robin.
     std::vector<std::vector<ergon::probes::PowerSample>> batches;
-    for (uint64_t b = 0; b < 64; ++b) batches.push_back(make_batch(b * kBatchSamples, kBatchSamples));
+    for (uint64_t b = 0; b < 64; ++b) {
+      batches.push_back(make_batch(b * kBatchSamples, kBatchSamples));
+    }
 
     std::size_t since_commit = 0;
     std::size_t next = 0;

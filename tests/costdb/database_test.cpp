@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include <gmock/gmock.h>
@@ -54,7 +55,8 @@ TEST_F(DatabaseTest, ReopeningAnUpToDateFileKeepsDataAndSchema) {
     RunWriter run(db, sim_board(), "sim", 1);
     run_id = run.run_id();
   }
-  const std::string schema_before = raw_query(db_path(), "SELECT group_concat(sql) FROM sqlite_schema");
+  const std::string schema_before =
+      raw_query(db_path(), "SELECT group_concat(sql) FROM sqlite_schema");
   for (int i = 0; i < 3; ++i) {
     Database db = Database::open(db_path());
     EXPECT_EQ(db.schema_version(), kSchemaVersion);
@@ -168,6 +170,23 @@ TEST_F(DatabaseTest, MovedDatabaseKeepsItsBatchAndWriters) {
   run.add_samples(make_samples(5));
   moved.commit_batch();
   EXPECT_EQ(find_run(moved, run.run_id())->samples, 5U);
+}
+
+TEST_F(DatabaseTest, ReadOnlyDatabaseRefusesWritesWithDatabaseError) {
+  { Database create = Database::open(db_path()); }
+  Database db = Database::open_read_only(db_path());
+  EXPECT_EQ(db.schema_version(), kSchemaVersion);
+  EXPECT_THROW(RunWriter(db, sim_board(), "sim", 1), DatabaseError);
+  db.commit_batch();  // nothing to commit; no error
+  EXPECT_TRUE(list_runs(db).empty());
+}
+
+TEST_F(DatabaseTest, RunWriterOutlivingItsDatabaseIsHarmless) {
+  std::optional<Database> db = Database::open(db_path());
+  RunWriter run(*db, sim_board(), "sim", 1);
+  run.add_samples(make_samples(10));
+  db.reset();  // commits; the writer's statements are finalized later, by its destructor
+  EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM power_samples"), "10");
 }
 
 // A process killed mid-batch (no destructor, no commit) loses exactly that batch; the file
