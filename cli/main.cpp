@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -33,8 +34,14 @@ std::string format_time(int64_t wall_ns) {
   return buf;
 }
 
-void print_runs(costdb::Database& db, std::ostream& out) {
-  const auto runs = costdb::list_runs(db);
+/// Prints the database's runs, or only those in `only` when it is not empty.
+void print_runs(costdb::Database& db, std::ostream& out, const std::vector<int64_t>& only = {}) {
+  auto runs = costdb::list_runs(db);
+  if (!only.empty()) {
+    std::erase_if(runs, [&](const costdb::RunSummary& r) {
+      return std::find(only.begin(), only.end(), r.id) == only.end();
+    });
+  }
   if (runs.empty()) {
     out << "no runs in " << db.path().string() << "\n";
     return;
@@ -134,8 +141,11 @@ int run_demo(const DemoArgs& a) {
   std::cout << "\n";
   const int rc = report_outcomes(outcomes, std::cout);
   std::cout << "\n";
+  std::vector<int64_t> run_ids;
+  for (const auto& o : outcomes)
+    if (o.run_id) run_ids.push_back(*o.run_id);
   auto db = costdb::Database::open_read_only(a.db);
-  print_runs(db, std::cout);
+  print_runs(db, std::cout, run_ids);
   std::cout << fmt::format("\nnext: ergon runs --db {0}   ergon export --db {0} --run N --csv DIR\n",
                            a.db);
   return rc;
