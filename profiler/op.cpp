@@ -14,6 +14,21 @@ OpShape make(OpKind kind, std::initializer_list<uint32_t> dims) {
   return s;
 }
 
+// Layers with weights (conv, linear): the backward pass computes the gradient w.r.t. the input
+// and w.r.t. the weights, two products the size of the forward one.
+void fill_weighted(OpShape& s, uint64_t macs, uint64_t input, uint64_t output,
+                   uint64_t weights, Phase phase) {
+  if (phase == Phase::kBackward) {
+    s.flops = 4 * macs;
+    s.bytes_in = output + input + weights;
+    s.bytes_out = input + weights;
+  } else {
+    s.flops = 2 * macs;
+    s.bytes_in = input + weights;
+    s.bytes_out = output;
+  }
+}
+
 }  // namespace
 
 OpShape conv2d(uint32_t batch, uint32_t in_ch, uint32_t out_ch, uint32_t height, uint32_t width,
@@ -23,16 +38,7 @@ OpShape conv2d(uint32_t batch, uint32_t in_ch, uint32_t out_ch, uint32_t height,
   const uint64_t input = uint64_t{batch} * in_ch * height * width * kFloatBytes;
   const uint64_t output = uint64_t{batch} * out_ch * height * width * kFloatBytes;
   const uint64_t weights = uint64_t{out_ch} * in_ch * kernel * kernel * kFloatBytes;
-  if (phase == Phase::kBackward) {
-    // Gradient w.r.t. input and w.r.t. weights: two convolutions of the forward's size.
-    s.flops = 4 * macs;
-    s.bytes_in = output + input + weights;
-    s.bytes_out = input + weights;
-  } else {
-    s.flops = 2 * macs;
-    s.bytes_in = input + weights;
-    s.bytes_out = output;
-  }
+  fill_weighted(s, macs, input, output, weights, phase);
   return s;
 }
 
@@ -42,15 +48,7 @@ OpShape linear(uint32_t batch, uint32_t in_features, uint32_t out_features, Phas
   const uint64_t input = uint64_t{batch} * in_features * kFloatBytes;
   const uint64_t output = uint64_t{batch} * out_features * kFloatBytes;
   const uint64_t weights = uint64_t{in_features} * out_features * kFloatBytes;
-  if (phase == Phase::kBackward) {
-    s.flops = 4 * macs;
-    s.bytes_in = output + input + weights;
-    s.bytes_out = input + weights;
-  } else {
-    s.flops = 2 * macs;
-    s.bytes_in = input + weights;
-    s.bytes_out = output;
-  }
+  fill_weighted(s, macs, input, output, weights, phase);
   return s;
 }
 
