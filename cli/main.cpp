@@ -9,11 +9,14 @@
 #include <memory>
 #include <thread>
 
+#include "cli/plan_cmd.h"
 #include "cli/record.h"
 #include "common/error.h"
 #include "costdb/database.h"
 #include "devices/board_profile.h"
 #include "devices/sim_server.h"
+#include "planner/graph_json.h"
+#include "planner/zoo.h"
 
 namespace ergon::cli {
 namespace {
@@ -217,6 +220,49 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--run", export_run, "run id (see ergon runs)")->required();
   export_cmd->add_option("--csv", export_dir, "output folder")->required();
 
+  PlanArgs plan;
+  auto add_graph_options = [&](CLI::App* cmd) {
+    cmd->add_option("--model", plan.model, "zoo model (see ergon models)");
+    cmd->add_option("--graph", plan.graph_file, "training graph JSON (ergon.training-graph/1)");
+    cmd->add_option("--batch", plan.batch, "batch size of a zoo model")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    cmd->add_option("--board", plan.board, "board whose costs to use: " + devices::board_names())
+        ->capture_default_str();
+  };
+  auto* plan_cmd = app.add_subcommand(
+      "plan", "find the minimum-energy schedule under a memory budget and a deadline");
+  add_graph_options(plan_cmd);
+  plan_cmd->add_option("--budget", plan.budget,
+                       "activation memory: bytes (3000000), units (2MiB, 1.5MB) or % of store-all")
+      ->capture_default_str();
+  plan_cmd->add_option("--deadline", plan.deadline,
+                       "compute time: factor of one pass (1.3x), seconds (0.2s) or none")
+      ->capture_default_str();
+  plan_cmd->add_option("--objective", plan.objective, "poet: POET's MILP (ICML 2022)")
+      ->capture_default_str();
+  plan_cmd->add_option("--time-limit", plan.time_limit_s, "solver time limit, seconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_option("--gap", plan.gap, "relative optimality gap to prove")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  plan_cmd->add_option("--threads", plan.threads, "solver threads")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  plan_cmd->add_flag("--json", plan.json, "print the result as JSON");
+  plan_cmd->add_option("--out", plan.out, "write the encoded schedule (what a board receives)");
+
+  auto* graph_cmd = app.add_subcommand("graph", "training graphs");
+  graph_cmd->require_subcommand(1);
+  std::string graph_out;
+  auto* graph_export = graph_cmd->add_subcommand(
+      "export", "write a zoo model's training graph as JSON (ergon.training-graph/1)");
+  add_graph_options(graph_export);
+  graph_export->add_option("--out", graph_out, "output file (- for stdout)")->required();
+
+  auto* models_cmd = app.add_subcommand("models", "list the model zoo");
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -233,6 +279,23 @@ int main(int argc, char** argv) {
       rec.db_path = rec_db;
       const auto outcomes = record_boards(rec, std::cout, install_interrupt_counter());
       return report_outcomes(outcomes, std::cout);
+    }
+    if (*plan_cmd) return run_plan(plan, std::cout);
+    if (*graph_export) {
+      const auto graph = load_graph(plan);
+      if (graph_out == "-") {
+        std::cout << planner::to_graph_json(graph);
+      } else {
+        planner::write_graph_json(graph, graph_out);
+        std::cerr << fmt::format("wrote {} ({} nodes, {} edges)\n", graph_out, graph.size(),
+                                 graph.edges.size());
+      }
+      return 0;
+    }
+    if (*models_cmd) {
+      for (const auto& m : planner::zoo_models())
+        std::cout << fmt::format("{:<18} {}\n", m.name, m.description);
+      return 0;
     }
     if (*runs_cmd) {
       auto db = costdb::Database::open_read_only(runs_db);

@@ -142,34 +142,32 @@ std::string board_names() {
   return out;
 }
 
-OpTruth op_truth(const BoardProfile& board, const profiler::OpShape& shape, Phase phase) {
+OpTruth compute_truth(const BoardProfile& board, uint64_t flops, uint64_t bytes) {
+  // Roofline: compute- or memory-bound, plus a fixed invocation overhead. Memory-bound ops
+  // draw a little less than compute-bound ones.
+  const double compute_s = static_cast<double>(flops) / board.flops_per_s;
+  const double memory_s = static_cast<double>(bytes) / board.mem_bytes_per_s;
   OpTruth t;
-  switch (shape.kind) {
-    case OpKind::kPaging: {
-      const bool in = phase == Phase::kPageIn;
-      const double bw = in ? board.pagein_bytes_per_s : board.pageout_bytes_per_s;
-      const double latency = in ? board.pagein_latency_s : board.pageout_latency_s;
-      t.time_s = latency + static_cast<double>(shape.bytes_in) / bw;
-      t.power_w = board.idle_w + board.storage_w;
-      break;
-    }
-    case OpKind::kIdle:
-      t.time_s = shape.dims[0] * 1e-6;
-      t.power_w = board.idle_w;
-      break;
-    default: {
-      // Roofline: compute- or memory-bound, plus a fixed invocation overhead. Memory-bound
-      // ops draw a little less than compute-bound ones.
-      const double compute_s = static_cast<double>(shape.flops) / board.flops_per_s;
-      const double memory_s =
-          static_cast<double>(shape.bytes_in + shape.bytes_out) / board.mem_bytes_per_s;
-      t.time_s = board.op_overhead_s + std::max(compute_s, memory_s);
-      const double activity = compute_s >= memory_s ? 1.0 : 0.7;
-      t.power_w = board.idle_w + activity * board.compute_w;
-      break;
-    }
-  }
+  t.time_s = board.op_overhead_s + std::max(compute_s, memory_s);
+  const double activity = compute_s >= memory_s ? 1.0 : 0.7;
+  t.power_w = board.idle_w + activity * board.compute_w;
   return t;
+}
+
+OpTruth paging_truth(const BoardProfile& board, uint64_t bytes, Phase direction) {
+  const bool in = direction == Phase::kPageIn;
+  const double bw = in ? board.pagein_bytes_per_s : board.pageout_bytes_per_s;
+  const double latency = in ? board.pagein_latency_s : board.pageout_latency_s;
+  return {.time_s = latency + static_cast<double>(bytes) / bw,
+          .power_w = board.idle_w + board.storage_w};
+}
+
+OpTruth op_truth(const BoardProfile& board, const profiler::OpShape& shape, Phase phase) {
+  switch (shape.kind) {
+    case OpKind::kPaging: return paging_truth(board, shape.bytes_in, phase);
+    case OpKind::kIdle: return {.time_s = shape.dims[0] * 1e-6, .power_w = board.idle_w};
+    default: return compute_truth(board, shape.flops, shape.bytes_in + shape.bytes_out);
+  }
 }
 
 }  // namespace ergon::devices

@@ -59,5 +59,9 @@ struct OpTruth {
 };
 OpTruth op_truth(const BoardProfile& board, const profiler::OpShape& shape,
                  profiler::Phase phase);
+/// The compute part of that model for any op: a roofline of FLOPs against bytes moved.
+OpTruth compute_truth(const BoardProfile& board, uint64_t flops, uint64_t bytes);
+/// The paging part: latency + bytes / bandwidth at idle + storage power.
+OpTruth paging_truth(const BoardProfile& board, uint64_t bytes, profiler::Phase direction);
 
 }  // namespace ergon::devices

@@ -1,0 +1,181 @@
+#include "cli/plan_cmd.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "cli/board_costs.h"
+#include "common/error.h"
+#include "devices/board_profile.h"
+#include "planner/graph_json.h"
+#include "planner/milp.h"
+#include "planner/schedule.h"
+#include "planner/zoo.h"
+
+namespace ergon::cli {
+namespace {
+
+std::string mib(uint64_t bytes) {
+  return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+}  // namespace
+
+uint64_t parse_budget(const std::string& text, uint64_t store_all_bytes) {
+  static const std::regex re(R"(^\s*([0-9]*\.?[0-9]+)\s*(%|B|KB|KiB|MB|MiB|GB|GiB)?\s*$)",
+                             std::regex::icase);
+  std::smatch m;
+  if (!std::regex_match(text, m, re))
+    throw InputError("budget '" + text + "' is not a size (e.g. 3000000, 2MiB, 1.5MB, 50%)");
+  const double v = std::stod(m[1]);
+  std::string unit = m[2];
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double bytes = v;
+  if (unit == "%") bytes = v / 100.0 * static_cast<double>(store_all_bytes);
+  else if (unit == "kb") bytes = v * 1e3;
+  else if (unit == "kib") bytes = v * 1024;
+  else if (unit == "mb") bytes = v * 1e6;
+  else if (unit == "mib") bytes = v * 1024 * 1024;
+  else if (unit == "gb") bytes = v * 1e9;
+  else if (unit == "gib") bytes = v * 1024.0 * 1024 * 1024;
+  if (bytes <= 0) throw InputError("budget '" + text + "' must be positive");
+  return static_cast<uint64_t>(bytes);
+}
+
+double parse_deadline(const std::string& text, double single_pass_s) {
+  if (text == "none" || text == "inf") return std::numeric_limits<double>::infinity();
+  static const std::regex re(R"(^\s*([0-9]*\.?[0-9]+)\s*(x|s|ms)\s*$)", std::regex::icase);
+  std::smatch m;
+  if (!std::regex_match(text, m, re))
+    throw InputError("deadline '" + text + "' is not a factor or a time (e.g. 1.3x, 0.2s, none)");
+  const double v = std::stod(m[1]);
+  const char unit = static_cast<char>(std::tolower(static_cast<unsigned char>(m[2].str()[0])));
+  if (v <= 0) throw InputError("deadline '" + text + "' must be positive");
+  if (unit == 'x') return v * single_pass_s;
+  return m[2].str().size() == 2 ? v * 1e-3 : v;
+}
+
+planner::TrainingGraph load_graph(const PlanArgs& args) {
+  if (!args.graph_file.empty()) {
+    if (!args.model.empty()) throw InputError("give --model or --graph, not both");
+    return planner::read_graph_json(args.graph_file);
+  }
+  if (args.model.empty()) throw InputError("give --model NAME (see ergon models) or --graph FILE");
+  const auto board = devices::find_board(args.board);
+  if (!board)
+    throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
+  const auto forward = planner::zoo_model(args.model, args.batch);
+  auto graph = planner::build_training_graph(forward, BoardProfileCosts(*board));
+  graph.name = fmt::format("{} batch {} on {}", args.model, args.batch, args.board);
+  return graph;
+}
+
+int run_plan(const PlanArgs& args, std::ostream& out) {
+  if (args.objective != "poet")
+    throw InputError("objective '" + args.objective + "' is not available yet (poet)");
+  const planner::TrainingGraph graph = load_graph(args);
+  const uint64_t store_all_peak = graph.store_all_peak_bytes();
+  planner::PlanRequest req;
+  req.budget_bytes = parse_budget(args.budget, store_all_peak);
+  req.deadline_s = parse_deadline(args.deadline, graph.single_pass_time_s());
+  req.time_limit_s = args.time_limit_s;
+  req.relative_gap = args.gap;
+  req.threads = args.threads;
+  const bool live = !args.json && ::isatty(STDERR_FILENO) == 1;
+  if (live) {
+    req.progress = [](const planner::SolveProgress& p) {
+      std::cerr << fmt::format("\r  {:6.1f} s  best {:>12}  bound {:>12}", p.elapsed_s,
+                               p.incumbent ? fmt::format("{:.6g} J", *p.incumbent) : "-",
+                               p.bound ? fmt::format("{:.6g} J", *p.bound) : "-")
+                << std::flush;
+    };
+  }
+  auto solver = planner::make_cbc_solver();
+  const planner::PlanResult r = planner::plan_poet(graph, req, *solver);
+  if (live) std::cerr << "\r" << std::string(64, ' ') << "\r";
+
+  const auto store_all = planner::simulate(graph, planner::store_all_schedule(graph));
+  std::optional<planner::ScheduleReport> sim;
+  std::vector<uint8_t> encoded;
+  if (r.schedule) {
+    sim = planner::simulate(graph, *r.schedule, req.budget_bytes);
+    if (!sim->valid)  // a planner bug, never a user error
+      throw Error("internal error: the planned schedule fails the simulator: " + sim->error);
+    encoded = planner::encode_schedule(*r.schedule, graph.size());
+    if (!args.out.empty()) {
+      const std::string tmp = args.out + ".tmp";
+      std::ofstream(tmp, std::ios::binary)
+          .write(reinterpret_cast<const char*>(encoded.data()),
+                 static_cast<std::streamsize>(encoded.size()));
+      std::filesystem::rename(tmp, args.out);
+    }
+  }
+
+  if (args.json) {
+    nlohmann::json j;
+    j["graph"] = graph.name;
+    j["nodes"] = graph.size();
+    j["planner"] = r.planner;
+    j["status"] = planner::to_string(r.status);
+    j["budget_bytes"] = req.budget_bytes;
+    j["deadline_s"] = std::isfinite(req.deadline_s) ? nlohmann::json(req.deadline_s) : nullptr;
+    j["objective_j"] = r.schedule ? nlohmann::json(r.objective_j) : nullptr;
+    j["bound_j"] = r.bound_j;
+    j["gap"] = r.gap;
+    j["solve_time_s"] = r.solve_time_s;
+    j["model"] = {{"variables", r.variables}, {"integers", r.integers}, {"rows", r.rows},
+                  {"nonzeros", r.nonzeros}};
+    j["store_all"] = {{"energy_j", store_all.energy_j},
+                      {"time_s", store_all.compute_time_s},
+                      {"peak_bytes", store_all.peak_bytes}};
+    if (sim) {
+      j["energy_j"] = sim->energy_j;
+      j["time_s"] = sim->compute_time_s;
+      j["paging_time_s"] = sim->paging_time_s;
+      j["peak_bytes"] = sim->peak_bytes;
+      j["recomputes"] = sim->recomputes;
+      j["page_ins"] = sim->page_ins;
+      j["page_outs"] = sim->page_outs;
+      j["schedule_bytes"] = encoded.size();
+    } else {
+      j["why"] = r.why;
+    }
+    out << j.dump(2) << "\n";
+    return r.schedule ? 0 : 1;
+  }
+
+  out << fmt::format("{}: {} training nodes, store-all peak {}, one pass {:.4g} s / {:.4g} J\n",
+                     graph.name, graph.size(), mib(store_all_peak), store_all.compute_time_s,
+                     store_all.energy_j);
+  out << fmt::format("budget {} ({:.0f}% of store-all), deadline {}\n", mib(req.budget_bytes),
+                     100.0 * static_cast<double>(req.budget_bytes) / static_cast<double>(store_all_peak),
+                     std::isfinite(req.deadline_s) ? fmt::format("{:.4g} s", req.deadline_s)
+                                                   : std::string("none"));
+  out << fmt::format("poet MILP: {} variables ({} binary), {} rows, {} nonzeros; cbc {} thread(s)\n",
+                     r.variables, r.integers, r.rows, r.nonzeros, args.threads);
+  if (!r.schedule) {
+    std::cerr << "ergon: " << r.why << "\n";
+    return 1;
+  }
+  out << fmt::format("{} in {:.2f} s (bound {:.6g} J, gap {:.3g}%)\n", planner::to_string(r.status),
+                     r.solve_time_s, r.bound_j, 100 * r.gap);
+  out << fmt::format("  energy  {:.6g} J   ({:+.2f}% vs store-all)\n", sim->energy_j,
+                     100 * (sim->energy_j / store_all.energy_j - 1));
+  out << fmt::format("  time    {:.6g} s   ({:+.2f}%; paging {:.4g} s more)\n",
+                     sim->compute_time_s, 100 * (sim->compute_time_s / store_all.compute_time_s - 1),
+                     sim->paging_time_s);
+  out << fmt::format("  peak    {}   ({:.0f}% of store-all)\n", mib(sim->peak_bytes),
+                     100.0 * static_cast<double>(sim->peak_bytes) / static_cast<double>(store_all_peak));
+  out << fmt::format("  {} recomputations, {} page-outs, {} page-ins; schedule {} bytes encoded{}\n",
+                     sim->recomputes, sim->page_outs, sim->page_ins, encoded.size(),
+                     args.out.empty() ? "" : " -> " + args.out);
+  return 0;
+}
+
+}  // namespace ergon::cli

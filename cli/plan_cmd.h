@@ -1,0 +1,41 @@
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+
+#include "planner/graph.h"
+#include "planner/poet.h"
+
+namespace ergon::cli {
+
+struct PlanArgs {
+  std::string model;
+  std::string graph_file;
+  int batch = 1;
+  std::string board = "pi4";
+  std::string budget = "50%";
+  std::string deadline = "none";
+  std::string objective = "poet";
+  double time_limit_s = 60;
+  double gap = 1e-6;
+  int threads = 2;
+  bool json = false;
+  std::string out;
+};
+
+/// "3000000", "2MiB", "1.5MB", "512KiB", or "50%" of `store_all_bytes`.
+/// Throws InputError naming the text when it is none of those.
+uint64_t parse_budget(const std::string& text, uint64_t store_all_bytes);
+/// "1.3x" (of the single-pass time), "0.2s", or "none"; returns seconds (infinity for none).
+double parse_deadline(const std::string& text, double single_pass_s);
+
+/// The training graph `ergon plan` and `ergon graph export` work on: a zoo model costed on a
+/// board's profile, or a graph JSON file as it is.
+planner::TrainingGraph load_graph(const PlanArgs& args);
+
+/// Plans and prints a summary (or JSON); returns the process exit code.
+int run_plan(const PlanArgs& args, std::ostream& out);
+
+}  // namespace ergon::cli

@@ -1,0 +1,102 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ergon::planner {
+
+/// Sentinel for an op input that is the graph's input (the data batch), not another op.
+inline constexpr int kGraphInput = -1;
+
+/// One forward operation of a model, with the work it does. FLOPs count a multiply-add as 2.
+struct ForwardOp {
+  std::string name;              ///< unique in the graph, e.g. "layer1.0.conv1"
+  std::string op;                ///< kind: conv2d, batchnorm, relu, add, maxpool, linear, ...
+  std::vector<int> inputs;       ///< indices of earlier ops, or kGraphInput
+  uint64_t forward_flops = 0;
+  uint64_t backward_flops = 0;   ///< gradient w.r.t. inputs and parameters
+  uint64_t output_bytes = 0;     ///< the activation this op produces
+  uint64_t param_bytes = 0;      ///< weights (gradients and optimizer state are derived)
+  /// What autograd saves for the backward pass: the op's inputs and/or its output.
+  bool backward_needs_inputs = true;
+  bool backward_needs_output = false;
+};
+
+/// A model's forward pass: ops in topological order, the last one producing the logits.
+struct ForwardGraph {
+  std::string name;
+  uint64_t input_bytes = 0;  ///< the data batch
+  std::vector<ForwardOp> ops;
+
+  [[nodiscard]] uint64_t param_bytes() const;
+  [[nodiscard]] uint64_t forward_flops() const;
+};
+
+enum class NodePhase { kForward, kLoss, kBackward };
+
+/// A node of the training graph with its costs on one board (from a CostModel).
+struct TrainingNode {
+  int id = 0;
+  std::string name;
+  std::string op;
+  NodePhase phase = NodePhase::kForward;
+  double time_s = 0;
+  double energy_j = 0;
+  uint64_t output_bytes = 0;
+  double pagein_time_s = 0;
+  double pagein_energy_j = 0;
+  double pageout_time_s = 0;
+  double pageout_energy_j = 0;
+};
+
+/// Forward nodes, a loss node and backward nodes, numbered in a topological order (node ids
+/// are indices); edges run from a producer to a consumer (from < to). This is what every
+/// planner plans and what `ergon.training-graph/1` files hold.
+struct TrainingGraph {
+  std::string name;
+  uint64_t fixed_bytes = 0;  ///< parameters, gradients and optimizer state: always resident
+  std::vector<TrainingNode> nodes;
+  std::vector<std::pair<int, int>> edges;
+
+  [[nodiscard]] int size() const { return static_cast<int>(nodes.size()); }
+  /// inputs()[k]: producers of node k, ascending. users()[i]: consumers of node i, ascending.
+  [[nodiscard]] std::vector<std::vector<int>> inputs() const;
+  [[nodiscard]] std::vector<std::vector<int>> users() const;
+  /// Every node once, in order: the time and energy floor of any schedule.
+  [[nodiscard]] double single_pass_time_s() const;
+  [[nodiscard]] double single_pass_energy_j() const;
+  /// The smallest activation memory any schedule needs: the largest working set of one node
+  /// (its inputs and its output resident at once). Sets `node` to that node.
+  [[nodiscard]] uint64_t min_working_set_bytes(int* node = nullptr) const;
+  /// Peak activation memory of store-all (every output kept from its computation to its last
+  /// use, nothing recomputed or paged).
+  [[nodiscard]] uint64_t store_all_peak_bytes() const;
+  /// Throws InputError naming the problem when ids, edges or costs are not well formed.
+  void validate() const;
+};
+
+/// Cost of computing a node and of paging a tensor on one board.
+struct NodeCost {
+  double time_s = 0;
+  double energy_j = 0;
+};
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  /// Cost of running `flops` of `op` that read and write `bytes` of memory.
+  [[nodiscard]] virtual NodeCost compute(const std::string& op, uint64_t flops,
+                                         uint64_t bytes) const = 0;
+  [[nodiscard]] virtual NodeCost page_in(uint64_t bytes) const = 0;
+  [[nodiscard]] virtual NodeCost page_out(uint64_t bytes) const = 0;
+};
+
+/// Autograd's training graph of a forward graph: forward nodes in order, the loss, then one
+/// backward node per op in reverse order. Backward node of op i depends on the gradients of
+/// i's consumers (or the loss) and on what i saved (its inputs and/or its output). Fixed bytes
+/// = parameters + gradients + `optimizer_copies` x parameters (2 for Adam, 1 for momentum).
+TrainingGraph build_training_graph(const ForwardGraph& forward, const CostModel& costs,
+                                   int optimizer_copies = 1);
+
+}  // namespace ergon::planner

@@ -1,0 +1,44 @@
+#include "planner/milp.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace ergon::planner {
+
+int MilpModel::add_var(double lower, double upper, double objective, VarType type) {
+  lower_.push_back(lower);
+  upper_.push_back(upper);
+  objective_.push_back(objective);
+  type_.push_back(type);
+  return num_vars() - 1;
+}
+
+void MilpModel::add_row(std::span<const int> idx, std::span<const double> coef, double lower,
+                        double upper) {
+  assert(idx.size() == coef.size());
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    assert(idx[j] >= 0 && idx[j] < num_vars());
+    row_idx_.push_back(idx[j]);
+    row_coef_.push_back(coef[j]);
+  }
+  row_start_.push_back(static_cast<int64_t>(row_idx_.size()));
+  row_lower_.push_back(lower);
+  row_upper_.push_back(upper);
+}
+
+int MilpModel::num_integers() const {
+  return static_cast<int>(std::count(type_.begin(), type_.end(), VarType::kBinary));
+}
+
+std::string to_string(ModelStatus status) {
+  switch (status) {
+    case ModelStatus::kOptimal: return "optimal";
+    case ModelStatus::kFeasible: return "feasible";
+    case ModelStatus::kInfeasible: return "infeasible";
+    case ModelStatus::kNoSolutionFound: return "no solution found";
+    case ModelStatus::kUnbounded: return "unbounded";
+  }
+  return "unknown";
+}
+
+}  // namespace ergon::planner

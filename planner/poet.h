@@ -1,0 +1,58 @@
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "planner/graph.h"
+#include "planner/milp.h"
+#include "planner/schedule.h"
+
+namespace ergon::planner {
+
+/// What the user asks of a planner.
+struct PlanRequest {
+  uint64_t budget_bytes = 0;  ///< activation memory (POET: fixed bytes are not counted)
+  double deadline_s = 0;      ///< compute time of the iteration (POET: paging time not counted)
+  double time_limit_s = 60;
+  double relative_gap = 1e-6;
+  int threads = 1;
+  std::optional<Schedule> warm_start;
+  std::function<void(const SolveProgress&)> progress;
+  std::vector<std::pair<std::string, std::string>> solver_parameters;
+};
+
+struct PlanResult {
+  std::string planner;
+  CallStatus call = CallStatus::kOk;
+  ModelStatus status = ModelStatus::kNoSolutionFound;
+  /// Why there is no schedule (infeasible budget or deadline, with the smallest that works
+  /// when it is known), or why the call failed. Empty when a schedule was found.
+  std::string why;
+  std::optional<Schedule> schedule;
+  double objective_j = 0;  ///< the planner's own claim
+  double bound_j = 0;      ///< proven lower bound on the objective
+  double gap = 0;
+  double solve_time_s = 0;
+  /// The planner's claimed peak activation memory (an upper bound on what the simulator
+  /// measures).
+  uint64_t claimed_peak_bytes = 0;
+  int variables = 0;
+  int integers = 0;
+  int rows = 0;
+  std::size_t nonzeros = 0;
+};
+
+/// POET's MILP (Patil et al., ICML 2022), exactly as DESIGN.md states it, on top of
+/// Checkmate's rematerialization model: T = n stages, stage t ends with node t computed;
+/// binaries R (compute), S_RAM / S_SSD (resident at stage start), M_in / M_out (paging),
+/// Free (per stage and edge, including each node's self-edge as in Checkmate); continuous U
+/// (memory after each node of a stage). Variables that must be zero are not created.
+/// Minimizes compute + paging energy subject to memory <= budget and compute time <= deadline.
+PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver);
+
+/// Checks a request against what any schedule needs before solving: the budget against the
+/// largest single-node working set, the deadline against one pass. Empty when plausible.
+std::string infeasibility_reason(const TrainingGraph& graph, const PlanRequest& request);
+
+}  // namespace ergon::planner

@@ -1,0 +1,162 @@
+#include "planner/schedule.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace ergon::planner {
+
+std::string to_string(StepKind kind) {
+  switch (kind) {
+    case StepKind::kCompute: return "compute";
+    case StepKind::kPageOut: return "page-out";
+    case StepKind::kPageIn: return "page-in";
+    case StepKind::kFree: return "free";
+  }
+  return "unknown";
+}
+
+ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
+                        std::optional<uint64_t> budget_bytes) {
+  ScheduleReport r;
+  const int n = graph.size();
+  const auto inputs = graph.inputs();
+  std::vector<char> resident(n, 0), stored(n, 0), computed(n, 0);
+  uint64_t memory = 0;
+  auto reject = [&](std::size_t at, const std::string& why) {
+    r.valid = false;
+    r.error = "step " + std::to_string(at) + ": " + why;
+    return r;
+  };
+  auto over_budget = [&] { return budget_bytes && memory > *budget_bytes; };
+
+  for (std::size_t s = 0; s < schedule.steps.size(); ++s) {
+    const Step& step = schedule.steps[s];
+    const int k = step.node;
+    if (k < 0 || k >= n) return reject(s, "node " + std::to_string(k) + " does not exist");
+    const auto& node = graph.nodes[k];
+    switch (step.kind) {
+      case StepKind::kCompute: {
+        for (int i : inputs[k])
+          if (!resident[i])
+            return reject(s, "computing " + node.name + " needs " + graph.nodes[i].name +
+                                 ", which is not in memory");
+        if (!resident[k]) {
+          resident[k] = 1;
+          memory += node.output_bytes;
+        }
+        r.peak_bytes = std::max(r.peak_bytes, memory);
+        if (over_budget())
+          return reject(s, "computing " + node.name + " needs " + std::to_string(memory) +
+                               " bytes, over the budget of " + std::to_string(*budget_bytes));
+        r.compute_time_s += node.time_s;
+        r.energy_j += node.energy_j;
+        ++(computed[k] ? r.recomputes : r.computes);
+        computed[k] = 1;
+        break;
+      }
+      case StepKind::kPageOut:
+        if (!resident[k]) return reject(s, "paging out " + node.name + ", which is not in memory");
+        stored[k] = 1;
+        r.paging_time_s += node.pageout_time_s;
+        r.energy_j += node.pageout_energy_j;
+        ++r.page_outs;
+        break;
+      case StepKind::kPageIn:
+        if (!stored[k]) return reject(s, "paging in " + node.name + ", which is not on storage");
+        if (!resident[k]) {
+          resident[k] = 1;
+          memory += node.output_bytes;
+        }
+        r.peak_bytes = std::max(r.peak_bytes, memory);
+        if (over_budget())
+          return reject(s, "paging in " + node.name + " exceeds the budget");
+        r.paging_time_s += node.pagein_time_s;
+        r.energy_j += node.pagein_energy_j;
+        ++r.page_ins;
+        break;
+      case StepKind::kFree:
+        if (!resident[k]) return reject(s, "freeing " + node.name + ", which is not in memory");
+        resident[k] = 0;
+        memory -= node.output_bytes;
+        break;
+    }
+  }
+  for (int k = 0; k < n; ++k)
+    if (!computed[k]) return reject(schedule.steps.size(), graph.nodes[k].name + " is never computed");
+  r.valid = true;
+  return r;
+}
+
+Schedule store_all_schedule(const TrainingGraph& graph) {
+  Schedule s;
+  const auto users = graph.users();
+  const auto inputs = graph.inputs();
+  for (int k = 0; k < graph.size(); ++k) {
+    s.steps.push_back({StepKind::kCompute, k});
+    // Free what k was the last consumer of, and k itself if nothing consumes it.
+    for (int i : inputs[k])
+      if (users[i].back() == k) s.steps.push_back({StepKind::kFree, i});
+    if (users[k].empty()) s.steps.push_back({StepKind::kFree, k});
+  }
+  return s;
+}
+
+namespace {
+
+void put_varint(std::vector<uint8_t>& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<uint8_t>(v));
+}
+
+uint64_t get_varint(const std::vector<uint8_t>& in, std::size_t& pos) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (pos >= in.size()) throw InputError("schedule encoding ends inside a number");
+    const uint8_t b = in[pos++];
+    v |= uint64_t{b & 0x7FU} << shift;
+    if ((b & 0x80) == 0) return v;
+  }
+  throw InputError("schedule encoding has a number longer than 64 bits");
+}
+
+constexpr uint8_t kEncodingVersion = 1;
+
+}  // namespace
+
+std::vector<uint8_t> encode_schedule(const Schedule& schedule, int node_count) {
+  std::vector<uint8_t> out = {'E', 'S', kEncodingVersion};
+  put_varint(out, static_cast<uint64_t>(node_count));
+  put_varint(out, schedule.steps.size());
+  for (const Step& s : schedule.steps)
+    put_varint(out, static_cast<uint64_t>(s.node) * 4 + static_cast<uint8_t>(s.kind));
+  return out;
+}
+
+Schedule decode_schedule(const std::vector<uint8_t>& bytes, int* node_count) {
+  if (bytes.size() < 3 || bytes[0] != 'E' || bytes[1] != 'S')
+    throw InputError("not an ergon schedule encoding (bad magic)");
+  if (bytes[2] != kEncodingVersion)
+    throw InputError("schedule encoding version " + std::to_string(bytes[2]) +
+                     " is not supported (expected 1)");
+  std::size_t pos = 3;
+  const uint64_t nodes = get_varint(bytes, pos);
+  const uint64_t steps = get_varint(bytes, pos);
+  if (nodes > (1U << 24) || steps > bytes.size())
+    throw InputError("schedule encoding declares more steps or nodes than it can hold");
+  Schedule s;
+  s.steps.reserve(steps);
+  for (uint64_t i = 0; i < steps; ++i) {
+    const uint64_t v = get_varint(bytes, pos);
+    if (v / 4 >= nodes) throw InputError("schedule step names a node out of range");
+    s.steps.push_back({static_cast<StepKind>(v % 4), static_cast<int>(v / 4)});
+  }
+  if (pos != bytes.size()) throw InputError("schedule encoding has trailing bytes");
+  if (node_count != nullptr) *node_count = static_cast<int>(nodes);
+  return s;
+}
+
+}  // namespace ergon::planner

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+
+namespace ergon::planner {
+
+/// One step of a training iteration. A compute of a node that was computed before is a
+/// recomputation.
+enum class StepKind : uint8_t { kCompute = 0, kPageOut = 1, kPageIn = 2, kFree = 3 };
+
+struct Step {
+  StepKind kind = StepKind::kCompute;
+  int node = 0;
+  friend bool operator==(const Step&, const Step&) = default;
+};
+
+/// What every planner returns: the steps of one training iteration, in order. Page-out copies
+/// a resident output to storage (it stays resident until freed); page-in copies it back;
+/// free drops it from RAM. Tensors still resident at the end are simply dropped.
+struct Schedule {
+  std::vector<Step> steps;
+};
+
+/// What the independent simulator measured by replaying a schedule.
+struct ScheduleReport {
+  bool valid = false;
+  std::string error;             ///< why the schedule was rejected (one line)
+  uint64_t peak_bytes = 0;       ///< activation memory (fixed bytes not included)
+  double compute_time_s = 0;     ///< every compute, recomputations included
+  double paging_time_s = 0;      ///< every page-in and page-out
+  double energy_j = 0;           ///< compute + paging energy
+  int computes = 0;
+  int recomputes = 0;
+  int page_ins = 0;
+  int page_outs = 0;
+};
+
+/// Replays `schedule` on `graph`: rejects it when a compute's input is not resident, a
+/// page-in's tensor is not on storage, a page-out's or free's tensor is not resident, a node
+/// is never computed, or memory exceeds `budget_bytes` (when given) at any step.
+/// Memory is counted after each compute allocates its output, before any free.
+ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
+                        std::optional<uint64_t> budget_bytes = std::nullopt);
+
+/// The schedule that computes every node once in order, keeps each output until its last
+/// consumer has run, and frees it then.
+Schedule store_all_schedule(const TrainingGraph& graph);
+
+/// Compact binary form a board receives: "ES", version 1, node count and step count as
+/// LEB128 varints, then one varint per step: node * 4 + kind.
+std::vector<uint8_t> encode_schedule(const Schedule& schedule, int node_count);
+/// Throws InputError on a malformed encoding.
+Schedule decode_schedule(const std::vector<uint8_t>& bytes, int* node_count = nullptr);
+
+std::string to_string(StepKind kind);
+
+}  // namespace ergon::planner

@@ -1,0 +1,138 @@
+#pragma once
+
+// An exhaustive search over POET-style schedules of tiny graphs, written from the schedule
+// semantics, not from the MILP: per stage t (which ends by computing node t) choose the
+// page-outs, the set of nodes to compute, what stays in RAM for the next stage and what is
+// paged in at its end; memory frees a tensor right after its last use in the stage unless it
+// is kept. Returns the minimum energy, or infinity when nothing fits.
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "planner/graph.h"
+
+namespace ergon::planner::testing {
+
+class BruteForce {
+ public:
+  BruteForce(const TrainingGraph& g, uint64_t budget, double deadline_s)
+      : g_(g), n_(g.size()), budget_(budget), deadline_(deadline_s) {
+    in_ = g.inputs();
+    users_ = g.users();
+  }
+
+  double min_energy() {
+    double best = std::numeric_limits<double>::infinity();
+    for (const auto& [time, energy] : frontier(0, 0, 0))
+      if (time <= deadline_ * (1 + 1e-9)) best = std::min(best, energy);
+    return best;
+  }
+
+ private:
+  using Front = std::vector<std::pair<double, double>>;  // (time, energy), Pareto-minimal
+
+  bool needed_after(int i, int t) const {
+    for (int j : users_[i])
+      if (j > t) return true;
+    return false;
+  }
+
+  static void add(Front& f, double time, double energy) {
+    for (const auto& [t, e] : f)
+      if (t <= time + 1e-15 && e <= energy + 1e-15) return;
+    std::erase_if(f, [&](const auto& p) { return p.first >= time && p.second >= energy; });
+    f.emplace_back(time, energy);
+  }
+
+  static std::vector<uint32_t> subsets(uint32_t mask) {
+    std::vector<uint32_t> out;
+    for (uint32_t s = mask;; s = (s - 1) & mask) {
+      out.push_back(s);
+      if (s == 0) break;
+    }
+    return out;
+  }
+
+  uint64_t mem_of(uint32_t mask) const {
+    uint64_t m = 0;
+    for (int i = 0; i < n_; ++i)
+      if (mask >> i & 1U) m += g_.nodes[i].output_bytes;
+    return m;
+  }
+
+  const Front& frontier(int t, uint32_t ram, uint32_t ssd) {
+    const auto key = std::make_tuple(t, ram, ssd);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    Front result;
+    if (t == n_) {
+      result.emplace_back(0.0, 0.0);
+      return memo_[key] = result;
+    }
+    uint32_t future = 0;  // tensors someone after stage t still needs
+    for (int i = 0; i <= t; ++i)
+      if (needed_after(i, t)) future |= 1U << i;
+    const uint32_t below_t = (1U << t) - 1;
+    for (uint32_t out : subsets(ram & ~ssd & future)) {
+      double page_out_e = 0;
+      for (int i = 0; i < n_; ++i)
+        if (out >> i & 1U) page_out_e += g_.nodes[i].pageout_energy_j;
+      for (uint32_t extra : subsets(below_t & ~ram)) {
+        const uint32_t compute = extra | (1U << t);
+        // Replay the stage.
+        uint32_t resident = ram;
+        bool ok = mem_of(ram) <= budget_;
+        double time = 0, energy = page_out_e;
+        for (uint32_t keep : subsets((ram | compute) & future)) {
+          resident = ram;
+          uint64_t mem = mem_of(ram);
+          ok = mem <= budget_;
+          time = 0;
+          energy = page_out_e;
+          for (int k = 0; k <= t && ok; ++k) {
+            if (!(compute >> k & 1U)) continue;
+            for (int i : in_[k]) ok = ok && (resident >> i & 1U);
+            if (!ok) break;
+            resident |= 1U << k;
+            mem += g_.nodes[k].output_bytes;
+            ok = mem <= budget_;
+            time += g_.nodes[k].time_s;
+            energy += g_.nodes[k].energy_j;
+            std::vector<int> candidates = in_[k];
+            candidates.push_back(k);
+            for (int i : candidates) {
+              if (!(resident >> i & 1U) || (keep >> i & 1U)) continue;
+              bool later_use = false;
+              for (int j : users_[i]) later_use = later_use || (j > k && (compute >> j & 1U));
+              if (later_use) continue;
+              resident &= ~(1U << i);
+              mem -= g_.nodes[i].output_bytes;
+            }
+          }
+          if (!ok) continue;
+          if ((keep & resident) != keep) continue;
+          const uint32_t next_ssd = ssd | out;
+          for (uint32_t in : subsets(ssd & future & ~keep)) {
+            double in_e = 0;
+            for (int i = 0; i < n_; ++i)
+              if (in >> i & 1U) in_e += g_.nodes[i].pagein_energy_j;
+            for (const auto& [rt, re] : frontier(t + 1, keep | in, next_ssd))
+              add(result, time + rt, energy + in_e + re);
+          }
+        }
+      }
+    }
+    return memo_[key] = result;
+  }
+
+  const TrainingGraph& g_;
+  int n_;
+  uint64_t budget_;
+  double deadline_;
+  std::vector<std::vector<int>> in_, users_;
+  std::map<std::tuple<int, uint32_t, uint32_t>, Front> memo_;
+};
+
+}  // namespace ergon::planner::testing

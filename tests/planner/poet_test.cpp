@@ -1,0 +1,134 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "brute_force.h"
+#include "planner/graph.h"
+#include "planner/milp.h"
+#include "planner/poet.h"
+#include "planner/schedule.h"
+#include "test_graphs.h"
+
+namespace ergon::planner {
+namespace {
+
+using testing::BruteForce;
+using testing::LinearCosts;
+using testing::random_forward;
+
+PlanRequest request(uint64_t budget, double deadline_s) {
+  PlanRequest r;
+  r.budget_bytes = budget;
+  r.deadline_s = deadline_s;
+  r.time_limit_s = 60;
+  return r;
+}
+
+// The MILP's claims must survive the independent simulator.
+void expect_claims_hold(const TrainingGraph& g, const PlanResult& r, const PlanRequest& req) {
+  ASSERT_TRUE(r.schedule) << r.why;
+  const ScheduleReport sim = simulate(g, *r.schedule, req.budget_bytes);
+  ASSERT_TRUE(sim.valid) << sim.error;
+  EXPECT_NEAR(sim.energy_j, r.objective_j, 1e-6 * r.objective_j);
+  EXPECT_LE(sim.peak_bytes, req.budget_bytes);
+  EXPECT_LE(sim.peak_bytes, r.claimed_peak_bytes + 1);
+  EXPECT_LE(sim.compute_time_s, req.deadline_s * (1 + 1e-6));
+  EXPECT_GE(r.objective_j, g.single_pass_energy_j() * (1 - 1e-9));
+}
+
+TEST(PoetMilp, UnlimitedBudgetGivesStoreAll) {
+  const auto g = build_training_graph(random_forward(4, 1, true), LinearCosts());
+  auto solver = make_cbc_solver();
+  const auto req = request(1ULL << 40, 1e9);
+  const auto r = plan_poet(g, req, *solver);
+  ASSERT_EQ(r.status, ModelStatus::kOptimal) << r.why;
+  EXPECT_NEAR(r.objective_j, g.single_pass_energy_j(), 1e-9 * r.objective_j);
+  expect_claims_hold(g, r, req);
+  EXPECT_EQ(simulate(g, *r.schedule).recomputes, 0);
+}
+
+class AgainstBruteForce : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(AgainstBruteForce, OptimalEnergyMatchesExhaustiveSearchAtEveryBudget) {
+  // 3 forward ops -> 7 training nodes; random sizes, costs and residual edges.
+  const uint32_t seed = GetParam();
+  const auto g = build_training_graph(random_forward(3, seed, seed % 2 == 0), LinearCosts());
+  ASSERT_EQ(g.size(), 7);
+  auto solver = make_cbc_solver();
+  const uint64_t lo = g.min_working_set_bytes();
+  const uint64_t hi = g.store_all_peak_bytes();
+  int solved = 0;
+  double most_extra = 0;  // the tightest case must cost more than one pass, or nothing is tested
+  for (int step = 0; step <= 4; ++step) {
+    const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 4;
+    for (double deadline_factor : {1e9, 1.5}) {
+      const double deadline = g.single_pass_time_s() * deadline_factor;
+      const double truth = BruteForce(g, budget, deadline).min_energy();
+      const auto req = request(budget, deadline);
+      const auto r = plan_poet(g, req, *solver);
+      SCOPED_TRACE("budget " + std::to_string(budget) + " deadline x" +
+                   std::to_string(deadline_factor));
+      if (std::isinf(truth)) {
+        EXPECT_EQ(r.status, ModelStatus::kInfeasible);
+        continue;
+      }
+      ASSERT_EQ(r.status, ModelStatus::kOptimal) << r.why;
+      EXPECT_NEAR(r.objective_j, truth, 1e-6 * truth);
+      expect_claims_hold(g, r, req);
+      most_extra = std::max(most_extra, truth / g.single_pass_energy_j() - 1);
+      ++solved;
+    }
+  }
+  EXPECT_GE(solved, 5);
+  EXPECT_GT(most_extra, 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(RandomGraphs, AgainstBruteForce, ::testing::Values(1U, 2U, 3U, 4U, 5U, 7U, 8U));
+
+TEST(PoetMilp, EnergyRisesAsTheBudgetFalls) {
+  const auto g = build_training_graph(random_forward(6, 7, true), LinearCosts());
+  auto solver = make_cbc_solver();
+  const uint64_t lo = g.min_working_set_bytes();
+  const uint64_t hi = g.store_all_peak_bytes();
+  double previous = 0;
+  for (int step = 4; step >= 0; --step) {
+    const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 4;
+    const auto req = request(budget, 1e9);
+    const auto r = plan_poet(g, req, *solver);
+    ASSERT_EQ(r.status, ModelStatus::kOptimal) << r.why;
+    expect_claims_hold(g, r, req);
+    EXPECT_GE(r.objective_j, previous * (1 - 1e-9)) << "budget " << budget;
+    previous = r.objective_j;
+  }
+  EXPECT_GT(previous, g.single_pass_energy_j() * 1.001) << "tightest budget costs nothing extra";
+}
+
+TEST(PoetMilp, BudgetBelowTheLargestWorkingSetIsRefusedWithTheSmallestThatCouldWork) {
+  const auto g = build_training_graph(random_forward(4, 3, false), LinearCosts());
+  auto solver = make_cbc_solver();
+  const auto r = plan_poet(g, request(g.min_working_set_bytes() - 1, 1e9), *solver);
+  EXPECT_EQ(r.status, ModelStatus::kInfeasible);
+  EXPECT_NE(r.why.find("any schedule needs"), std::string::npos) << r.why;
+  EXPECT_FALSE(r.schedule);
+}
+
+TEST(PoetMilp, DeadlineShorterThanOnePassIsRefused) {
+  const auto g = build_training_graph(random_forward(4, 3, false), LinearCosts());
+  auto solver = make_cbc_solver();
+  const auto r = plan_poet(g, request(1ULL << 40, g.single_pass_time_s() * 0.9), *solver);
+  EXPECT_EQ(r.status, ModelStatus::kInfeasible);
+  EXPECT_NE(r.why.find("shorter than one pass"), std::string::npos) << r.why;
+}
+
+TEST(PoetMilp, ReportsTheModelSize) {
+  const auto g = build_training_graph(random_forward(3, 1, false), LinearCosts());
+  auto solver = make_cbc_solver();
+  const auto r = plan_poet(g, request(1ULL << 40, 1e9), *solver);
+  EXPECT_GT(r.variables, r.integers);  // U is continuous
+  EXPECT_GT(r.integers, 0);
+  EXPECT_GT(r.rows, 0);
+  EXPECT_GT(r.nonzeros, static_cast<std::size_t>(r.rows));
+}
+
+}  // namespace
+}  // namespace ergon::planner

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <random>
+#include <string>
+
+#include "planner/graph.h"
+
+namespace ergon::planner::testing {
+
+/// Costs proportional to work: 1 GFLOP/s at 2 W while computing, paging at 10 MB/s and
+/// 0.5 W plus 1 ms latency. Simple enough to check by hand.
+class LinearCosts final : public CostModel {
+ public:
+  NodeCost compute(const std::string&, uint64_t flops, uint64_t bytes) const override {
+    const double t = 1e-6 + static_cast<double>(flops) * 1e-9 + static_cast<double>(bytes) * 1e-11;
+    return {t, 2.0 * t};
+  }
+  NodeCost page_in(uint64_t bytes) const override {
+    const double t = 1e-3 + static_cast<double>(bytes) / 10e6;
+    return {t, 0.5 * t};
+  }
+  NodeCost page_out(uint64_t bytes) const override { return page_in(bytes); }
+};
+
+/// A random chain-ish forward graph of `ops` ops with heterogeneous sizes and costs; with
+/// `skips`, some ops also read the op two back (a residual).
+inline ForwardGraph random_forward(int ops, uint32_t seed, bool skips) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<uint64_t> bytes(1, 8);
+  std::uniform_int_distribution<uint64_t> flops(1, 50);
+  std::bernoulli_distribution skip(0.5);
+  ForwardGraph g;
+  g.name = "random" + std::to_string(seed);
+  g.input_bytes = 4096;
+  for (int i = 0; i < ops; ++i) {
+    ForwardOp op;
+    op.name = "op" + std::to_string(i);
+    op.op = "linear";
+    op.inputs = {i == 0 ? kGraphInput : i - 1};
+    if (skips && i >= 2 && skip(rng)) op.inputs.push_back(i - 2);
+    op.forward_flops = flops(rng) * 1'000'000;
+    op.backward_flops = 2 * op.forward_flops;
+    op.output_bytes = bytes(rng) * 1024;
+    op.param_bytes = 4096;
+    g.ops.push_back(op);
+  }
+  return g;
+}
+
+}  // namespace ergon::planner::testing
