@@ -114,6 +114,8 @@ struct DemoArgs {
   std::string db = "ergon-demo.db";
   std::vector<std::string> boards;
   double speed = 8.0;
+  std::string plan_model = "mlp";
+  double plan_time_limit_s = 10;
 };
 
 int run_demo(const DemoArgs& a) {
@@ -149,8 +151,40 @@ int run_demo(const DemoArgs& a) {
     if (o.run_id) run_ids.push_back(*o.run_id);
   auto db = costdb::Database::open_read_only(a.db);
   print_runs(db, std::cout, run_ids);
-  std::cout << fmt::format("\nnext: ergon runs --db {0}   ergon export --db {0} --run N --csv DIR\n",
-                           a.db);
+
+  // Plan a small model on one recorded board with POET's MILP, at shrinking memory budgets.
+  // Costs come from the board's profile until attribution feeds the cost database (#4).
+  const std::string plan_board = std::any_of(boards.begin(), boards.end(),
+                                             [](const auto& b) { return b.name == "pi4"; })
+                                     ? "pi4"
+                                     : std::string(boards.front().name);
+  std::cout << fmt::format("\nplanning {} on {} with the POET MILP (energy vs store-all):\n",
+                           a.plan_model, plan_board);
+  std::cout << fmt::format("  {:>7} {:>12} {:>10} {:>10} {:>8} {:>8}  {}\n", "budget", "energy",
+                           "vs store", "peak", "recomp", "paged", "solver");
+  for (const char* budget : {"100%", "75%", "50%"}) {
+    PlanArgs args;
+    args.model = a.plan_model;
+    args.board = plan_board;
+    args.budget = budget;
+    args.gap = 0.01;
+    args.time_limit_s = a.plan_time_limit_s;
+    const PlanOutcome o = plan(args, false);
+    if (!o.sim) {
+      std::cout << fmt::format("  {:>7} no schedule: {}\n", budget, o.result.why);
+      continue;
+    }
+    std::cout << fmt::format("  {:>7} {:>10.4g} J {:>+9.2f}% {:>7.1f} KiB {:>8} {:>8}  {} in {:.1f} s, gap {:.2g}%\n",
+                             budget, o.sim->energy_j,
+                             100 * (o.sim->energy_j / o.store_all.energy_j - 1),
+                             static_cast<double>(o.sim->peak_bytes) / 1024, o.sim->recomputes,
+                             o.sim->page_outs, planner::to_string(o.result.status),
+                             o.result.solve_time_s, 100 * o.result.gap);
+  }
+  std::cout << fmt::format(
+      "\nnext: ergon runs --db {0}   ergon export --db {0} --run N --csv DIR   "
+      "ergon plan --model resnet18-cifar --board pi4 --budget 50%\n",
+      a.db);
   return rc;
 }
 
@@ -169,6 +203,10 @@ int main(int argc, char** argv) {
   demo_cmd->add_option("--speed", demo.speed, "simulated seconds per wall second")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  demo_cmd->add_option("--plan-model", demo.plan_model, "zoo model to plan after recording")
+      ->capture_default_str();
+  demo_cmd->add_option("--plan-time-limit", demo.plan_time_limit_s, "seconds per plan")
+      ->capture_default_str();
 
   SimArgs sim;
   auto* sim_cmd = app.add_subcommand(
@@ -223,6 +261,7 @@ int main(int argc, char** argv) {
   PlanArgs plan;
   auto add_graph_options = [&](CLI::App* cmd) {
     cmd->add_option("--model", plan.model, "zoo model (see ergon models)");
+    cmd->add_option("--onnx", plan.onnx_file, "forward graph from an ONNX file (PyTorch export)");
     cmd->add_option("--graph", plan.graph_file, "training graph JSON (ergon.training-graph/1)");
     cmd->add_option("--batch", plan.batch, "batch size of a zoo model")
         ->capture_default_str()

@@ -15,6 +15,7 @@
 #include "devices/board_profile.h"
 #include "planner/graph_json.h"
 #include "planner/milp.h"
+#include "planner/onnx_import.h"
 #include "planner/schedule.h"
 #include "planner/zoo.h"
 
@@ -62,33 +63,35 @@ double parse_deadline(const std::string& text, double single_pass_s) {
 }
 
 planner::TrainingGraph load_graph(const PlanArgs& args) {
-  if (!args.graph_file.empty()) {
-    if (!args.model.empty()) throw InputError("give --model or --graph, not both");
-    return planner::read_graph_json(args.graph_file);
-  }
-  if (args.model.empty()) throw InputError("give --model NAME (see ergon models) or --graph FILE");
+  const int sources = static_cast<int>(!args.model.empty()) +
+                      static_cast<int>(!args.graph_file.empty()) +
+                      static_cast<int>(!args.onnx_file.empty());
+  if (sources != 1)
+    throw InputError("give exactly one of --model NAME (see ergon models), --onnx FILE or --graph FILE");
+  if (!args.graph_file.empty()) return planner::read_graph_json(args.graph_file);
   const auto board = devices::find_board(args.board);
   if (!board)
     throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
-  const auto forward = planner::zoo_model(args.model, args.batch);
+  const auto forward = args.model.empty() ? planner::import_onnx(args.onnx_file, args.batch)
+                                          : planner::zoo_model(args.model, args.batch);
   auto graph = planner::build_training_graph(forward, BoardProfileCosts(*board));
-  graph.name = fmt::format("{} batch {} on {}", args.model, args.batch, args.board);
+  graph.name = fmt::format("{} batch {} on {}", args.model.empty() ? args.onnx_file : args.model,
+                           args.batch, args.board);
   return graph;
 }
 
-int run_plan(const PlanArgs& args, std::ostream& out) {
+PlanOutcome plan(const PlanArgs& args, bool live_progress) {
   if (args.objective != "poet")
     throw InputError("objective '" + args.objective + "' is not available yet (poet)");
-  const planner::TrainingGraph graph = load_graph(args);
-  const uint64_t store_all_peak = graph.store_all_peak_bytes();
-  planner::PlanRequest req;
-  req.budget_bytes = parse_budget(args.budget, store_all_peak);
+  PlanOutcome o{.graph = load_graph(args)};
+  const auto& graph = o.graph;
+  auto& req = o.request;
+  req.budget_bytes = parse_budget(args.budget, graph.store_all_peak_bytes());
   req.deadline_s = parse_deadline(args.deadline, graph.single_pass_time_s());
   req.time_limit_s = args.time_limit_s;
   req.relative_gap = args.gap;
   req.threads = args.threads;
-  const bool live = !args.json && ::isatty(STDERR_FILENO) == 1;
-  if (live) {
+  if (live_progress) {
     req.progress = [](const planner::SolveProgress& p) {
       std::cerr << fmt::format("\r  {:6.1f} s  best {:>12}  bound {:>12}", p.elapsed_s,
                                p.incumbent ? fmt::format("{:.6g} J", *p.incumbent) : "-",
@@ -97,25 +100,35 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
     };
   }
   auto solver = planner::make_cbc_solver();
-  const planner::PlanResult r = planner::plan_poet(graph, req, *solver);
-  if (live) std::cerr << "\r" << std::string(64, ' ') << "\r";
+  o.result = planner::plan_poet(graph, req, *solver);
+  if (live_progress) std::cerr << "\r" << std::string(64, ' ') << "\r";
 
-  const auto store_all = planner::simulate(graph, planner::store_all_schedule(graph));
-  std::optional<planner::ScheduleReport> sim;
-  std::vector<uint8_t> encoded;
-  if (r.schedule) {
-    sim = planner::simulate(graph, *r.schedule, req.budget_bytes);
-    if (!sim->valid)  // a planner bug, never a user error
-      throw Error("internal error: the planned schedule fails the simulator: " + sim->error);
-    encoded = planner::encode_schedule(*r.schedule, graph.size());
+  o.store_all = planner::simulate(graph, planner::store_all_schedule(graph));
+  if (o.result.schedule) {
+    o.sim = planner::simulate(graph, *o.result.schedule, req.budget_bytes);
+    if (!o.sim->valid)  // a planner bug, never a user error
+      throw Error("internal error: the planned schedule fails the simulator: " + o.sim->error);
+    o.encoded = planner::encode_schedule(*o.result.schedule, graph.size());
     if (!args.out.empty()) {
       const std::string tmp = args.out + ".tmp";
       std::ofstream(tmp, std::ios::binary)
-          .write(reinterpret_cast<const char*>(encoded.data()),
-                 static_cast<std::streamsize>(encoded.size()));
+          .write(reinterpret_cast<const char*>(o.encoded.data()),
+                 static_cast<std::streamsize>(o.encoded.size()));
       std::filesystem::rename(tmp, args.out);
     }
   }
+  return o;
+}
+
+int run_plan(const PlanArgs& args, std::ostream& out) {
+  const PlanOutcome o = plan(args, !args.json && ::isatty(STDERR_FILENO) == 1);
+  const auto& graph = o.graph;
+  const auto& req = o.request;
+  const auto& r = o.result;
+  const auto& store_all = o.store_all;
+  const auto& sim = o.sim;
+  const auto& encoded = o.encoded;
+  const uint64_t store_all_peak = store_all.peak_bytes;
 
   if (args.json) {
     nlohmann::json j;

@@ -7,12 +7,14 @@
 
 #include "planner/graph.h"
 #include "planner/poet.h"
+#include "planner/schedule.h"
 
 namespace ergon::cli {
 
 struct PlanArgs {
   std::string model;
   std::string graph_file;
+  std::string onnx_file;
   int batch = 1;
   std::string board = "pi4";
   std::string budget = "50%";
@@ -34,6 +36,20 @@ double parse_deadline(const std::string& text, double single_pass_s);
 /// The training graph `ergon plan` and `ergon graph export` work on: a zoo model costed on a
 /// board's profile, or a graph JSON file as it is.
 planner::TrainingGraph load_graph(const PlanArgs& args);
+
+/// Everything one `ergon plan` computes.
+struct PlanOutcome {
+  planner::TrainingGraph graph;
+  planner::PlanRequest request;
+  planner::PlanResult result;
+  planner::ScheduleReport store_all;            ///< the reference every plan is compared to
+  std::optional<planner::ScheduleReport> sim;   ///< the simulator's replay of the schedule
+  std::vector<uint8_t> encoded;                 ///< the schedule as a board receives it
+};
+
+/// Builds the graph, solves, and replays the schedule in the simulator. `live_progress`
+/// prints the solver's incumbent and bound on stderr while it runs.
+PlanOutcome plan(const PlanArgs& args, bool live_progress);
 
 /// Plans and prints a summary (or JSON); returns the process exit code.
 int run_plan(const PlanArgs& args, std::ostream& out);

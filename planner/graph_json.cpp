@@ -60,8 +60,7 @@ class Reader {
     return v.get<std::string>();
   }
 
-  uint64_t count_field(const json& object, const std::string& key,
-                       const std::string& where) const {
+  uint64_t count_field(const json& object, const std::string& key, const std::string& where) const {
     const json& v = field(object, key, where);
     if (v.is_number_unsigned()) return v.get<uint64_t>();
     if (v.is_number_integer()) fail(where + key + " is negative");
@@ -142,8 +141,7 @@ std::pair<int, int> parse_edge(const Reader& r, const json& v, std::size_t index
 }
 
 /// "invalid json at line 3, column 7: syntax error while parsing ..." from nlohmann's error.
-[[noreturn]] void fail_syntax(const Reader& r, std::string_view text,
-                              const json::parse_error& e) {
+[[noreturn]] void fail_syntax(const Reader& r, std::string_view text, const json::parse_error& e) {
   // nlohmann's message is "[json.exception.parse_error.N] parse error at line L, column C: X";
   // keep X and compute the position from the byte offset (1-based: the last byte read).
   std::string detail = e.what();
@@ -161,8 +159,8 @@ std::pair<int, int> parse_edge(const Reader& r, const json& v, std::size_t index
       ++col;
     }
   }
-  r.fail("invalid json at line " + std::to_string(line) + ", column " + std::to_string(col) +
-         ": " + printable(detail));
+  r.fail("invalid json at line " + std::to_string(line) + ", column " + std::to_string(col) + ": " +
+         printable(detail));
 }
 
 /// A JSON scalar as compact text: strings escaped (invalid UTF-8 replaced), doubles in the
@@ -192,10 +190,10 @@ TrainingGraph parse_graph_json(std::string_view text, const std::string& source)
     if (bracket != std::string::npos) detail = detail.substr(bracket + 2);
     r.fail("invalid json: " + printable(detail));
   }
-  if (!doc.is_object()) r.fail("not an ergon.training-graph/1 file: the top level is not an object");
+  if (!doc.is_object())
+    r.fail("not an ergon.training-graph/1 file: the top level is not an object");
   const auto format = doc.find("format");
-  if (format == doc.end())
-    r.fail("missing field \"format\": not an ergon.training-graph/1 file");
+  if (format == doc.end()) r.fail("missing field \"format\": not an ergon.training-graph/1 file");
   if (!format->is_string() || format->get<std::string>() != kGraphJsonFormat)
     r.fail("format is " + printable(scalar(*format)) + ", expected \"" +
            std::string(kGraphJsonFormat) + "\"");

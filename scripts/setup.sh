@@ -10,6 +10,8 @@ packages=(
   libsqlite3-dev sqlite3
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  coinor-libcbc-dev libeigen3-dev     # MILP solver (planner), linear algebra
+  libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX model import
 )
 
 missing=()

@@ -108,10 +108,10 @@ TEST(GraphJson, RoundTripsTheChainExactly) {
 TEST(GraphJson, WritesKeysInTheDocumentedOrder) {
   const std::string text = to_graph_json(read_graph_json(graphs_dir() / "chain6.json"));
   std::size_t last = 0;
-  for (const char* key : {"\"format\"", "\"name\"", "\"fixed_bytes\"", "\"nodes\"", "\"id\"",
-                          "\"op\"", "\"phase\"", "\"time_s\"", "\"energy_j\"", "\"output_bytes\"",
-                          "\"pagein_time_s\"", "\"pagein_energy_j\"", "\"pageout_time_s\"",
-                          "\"pageout_energy_j\"", "\"edges\""}) {
+  for (const char* key :
+       {"\"format\"", "\"name\"", "\"fixed_bytes\"", "\"nodes\"", "\"id\"", "\"op\"", "\"phase\"",
+        "\"time_s\"", "\"energy_j\"", "\"output_bytes\"", "\"pagein_time_s\"",
+        "\"pagein_energy_j\"", "\"pageout_time_s\"", "\"pageout_energy_j\"", "\"edges\""}) {
     const std::size_t at = text.find(key, last);
     ASSERT_NE(at, std::string::npos) << key;
     last = at;
@@ -124,9 +124,9 @@ TEST(GraphJson, RoundTripsAwkwardNumbersBitForBit) {
   TrainingGraph g;
   g.name = "awkward \"quoted\" \\ name\twith tab";
   g.fixed_bytes = std::numeric_limits<uint64_t>::max();
-  const std::vector<double> awkward{0.1 + 0.2,   1.0 / 3.0, 5e-324, DBL_MIN,     DBL_MAX,
-                                    -0.0,        1e-300,    1e300,  123456789.0, 2.0 / 3.0 * 1e-7,
-                                    0.0,         1.0};
+  const std::vector<double> awkward{0.1 + 0.2, 1.0 / 3.0, 5e-324, DBL_MIN,     DBL_MAX,
+                                    -0.0,      1e-300,    1e300,  123456789.0, 2.0 / 3.0 * 1e-7,
+                                    0.0,       1.0};
   std::mt19937_64 rng(42);
   for (int i = 0; i < 200; ++i) {
     TrainingNode n;
@@ -301,9 +301,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Mutation{"not an object", "", "[1, 2]",
                  "not an ergon.training-graph/1 file: the top level is not an object"},
-        Mutation{"empty", "", "", "invalid json at line 1, column 0: syntax error while parsing "
-                                  "value - unexpected end of input; expected '[', '{', or a "
-                                  "literal"},
+        Mutation{"empty", "", "",
+                 "invalid json at line 1, column 0: syntax error while parsing "
+                 "value - unexpected end of input; expected '[', '{', or a "
+                 "literal"},
         Mutation{"no format", R"("format": "ergon.training-graph/1",)", "",
                  "missing field \"format\": not an ergon.training-graph/1 file"},
         Mutation{"other format", "ergon.training-graph/1", "ergon.training-graph/2",
@@ -322,8 +323,8 @@ INSTANTIATE_TEST_SUITE_P(
         Mutation{"nodes an object", R"("nodes": [)", R"("nodes": 1, "x": [)",
                  "nodes must be an array, not number"},
         Mutation{"no nodes", R"("nodes": [)", R"("x": [)", "missing field \"nodes\""},
-        Mutation{"node not an object", R"({"id": 0, "name": "a")",
-                 R"(7, {"id": 0, "name": "a")", "nodes[0] must be an object, not number"},
+        Mutation{"node not an object", R"({"id": 0, "name": "a")", R"(7, {"id": 0, "name": "a")",
+                 "nodes[0] must be an object, not number"},
         Mutation{"node without id", R"({"id": 0, )", "{", "nodes[0]: missing field \"id\""},
         Mutation{"id a string", R"("id": 0)", R"("id": "0")",
                  "nodes[0].id must be an integer node id, not string"},
