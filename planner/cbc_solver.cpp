@@ -1,95 +1,178 @@
 // The only translation unit that sees COIN-OR CBC. Uses CBC's C interface, which runs the
 // full CbcMain1 strategy (presolve, cuts, heuristics, threads) on a loaded problem.
+//
+// Each solve runs in a forked child process. CBC does not always honour its time limit (its
+// root LP and preprocessing can run far past it on large models), it prints to stdout from
+// places no callback reaches, and it can crash on some parameter combinations. The child
+// reports progress and the result through a pipe; the parent enforces a hard deadline and
+// turns a crash into an error result instead of losing the process.
 
 #include <coin/Cbc_C_Interface.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
-#include <map>
-#include <mutex>
 
 #include "planner/milp.h"
 
 namespace ergon::planner {
 namespace {
 
-// CBC's message callback carries no user pointer: map the model to the solve's context.
-struct Context {
-  std::function<void(const SolveProgress&)> progress;
-  std::chrono::steady_clock::time_point start;
-  std::optional<double> incumbent;
-  std::optional<double> bound;
-};
-std::mutex g_contexts_mutex;
-std::map<const void*, Context*> g_contexts;
-
+constexpr int kMsgSolutionFound = 4;     // Cbc0004I Integer solution of X found after ...
 constexpr int kMsgNodeProgress = 10;     // Cbc0010I After N nodes, .. best solution, best possible
 constexpr int kMsgIntegerSolution = 12;  // Cbc0012I Integer solution of X found by ...
-constexpr int kMsgSolutionFound = 4;     // Cbc0004I Integer solution of X found after ...
 
-void COINLINKAGE_CB on_message(Cbc_Model* model, int msgno, int ndouble, const double* dvec,
+// Records on the pipe from child to parent.
+enum class Record : uint8_t { kProgress = 1, kResult = 2 };
+
+struct ResultHeader {
+  int32_t call_ok = 0;
+  int32_t model_status = 0;
+  double objective = 0;
+  double bound = 0;
+  int32_t has_solution = 0;
+  int32_t cbc_status = 0;
+  int32_t secondary = 0;
+};
+
+int g_pipe_fd = -1;  // the child's write end (the child is single-threaded)
+std::optional<double> g_incumbent;
+std::optional<double> g_bound;
+
+bool write_all(int fd, const void* data, std::size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+bool read_all(int fd, void* data, std::size_t n) {
+  auto* p = static_cast<uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+void COINLINKAGE_CB on_message(Cbc_Model* /*model*/, int msgno, int ndouble, const double* dvec,
                                int /*nint*/, const int* /*ivec*/, int /*nchar*/,
                                char** /*cvec*/) {
-  Context* ctx = nullptr;
-  {
-    std::lock_guard lock(g_contexts_mutex);
-    const auto it = g_contexts.find(model);
-    if (it != g_contexts.end()) ctx = it->second;
-  }
-  if (ctx == nullptr || !ctx->progress) return;
   if (msgno == kMsgNodeProgress && ndouble >= 2) {
-    if (dvec[0] < 1e49) ctx->incumbent = dvec[0];
-    ctx->bound = dvec[1];
+    if (dvec[0] < 1e49) g_incumbent = dvec[0];
+    g_bound = dvec[1];
   } else if ((msgno == kMsgIntegerSolution || msgno == kMsgSolutionFound) && ndouble >= 1) {
-    ctx->incumbent = dvec[0];
+    g_incumbent = dvec[0];
   } else {
     return;
   }
-  SolveProgress p;
-  p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - ctx->start).count();
-  p.incumbent = ctx->incumbent;
-  p.bound = ctx->bound;
-  ctx->progress(p);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double values[2] = {g_incumbent.value_or(nan), g_bound.value_or(nan)};
+  const auto tag = static_cast<uint8_t>(Record::kProgress);
+  write_all(g_pipe_fd, &tag, 1);
+  write_all(g_pipe_fd, values, sizeof values);
 }
 
-// CBC's preprocessing and heuristics print to stdout through handlers the C interface does
-// not reach. While any quiet solve runs, stdout goes to /dev/null (reference-counted, so
-// concurrent solves nest); the caller's own output goes to stderr or comes after the solve.
-class StdoutSilencer {
- public:
-  StdoutSilencer() {
-    std::lock_guard lock(mutex_);
-    if (depth_++ > 0) return;
-    std::fflush(stdout);
-    saved_ = ::dup(STDOUT_FILENO);
+// Runs in the child: build, solve, report. Never returns.
+[[noreturn]] void solve_in_child(const MilpModel& m, const SolveOptions& options, int fd) {
+  g_pipe_fd = fd;
+  if (!options.solver_log) {
     const int null_fd = ::open("/dev/null", O_WRONLY);
-    if (null_fd >= 0) {
-      ::dup2(null_fd, STDOUT_FILENO);
-      ::close(null_fd);
+    if (null_fd >= 0) ::dup2(null_fd, STDOUT_FILENO);
+  }
+  const int ncols = m.num_vars();
+  const int nrows = m.num_rows();
+  // CBC loads columns in compressed column form; the model stores rows.
+  std::vector<CoinBigIndex> col_start(static_cast<std::size_t>(ncols) + 1, 0);
+  for (int idx : m.row_idx_) ++col_start[static_cast<std::size_t>(idx) + 1];
+  for (int j = 0; j < ncols; ++j) col_start[j + 1] += col_start[j];
+  std::vector<int> row_of(m.row_idx_.size());
+  std::vector<double> value(m.row_idx_.size());
+  std::vector<CoinBigIndex> fill(col_start.begin(), col_start.end() - 1);
+  for (int r = 0; r < nrows; ++r) {
+    for (int64_t k = m.row_start_[r]; k < m.row_start_[r + 1]; ++k) {
+      const int c = m.row_idx_[k];
+      row_of[fill[c]] = r;
+      value[fill[c]] = m.row_coef_[k];
+      ++fill[c];
     }
   }
-  ~StdoutSilencer() {
-    std::lock_guard lock(mutex_);
-    if (--depth_ > 0) return;
-    std::fflush(stdout);
-    if (saved_ >= 0) {
-      ::dup2(saved_, STDOUT_FILENO);
-      ::close(saved_);
-    }
-  }
-  StdoutSilencer(const StdoutSilencer&) = delete;
-  StdoutSilencer& operator=(const StdoutSilencer&) = delete;
+  auto finite = [](std::vector<double> v) {
+    constexpr double kMax = std::numeric_limits<double>::max();
+    for (double& x : v) x = std::clamp(x, -kMax, kMax);
+    return v;
+  };
+  const auto row_lower = finite(m.row_lower_);
+  const auto row_upper = finite(m.row_upper_);
+  const auto col_lower = finite(m.lower_);
+  const auto col_upper = finite(m.upper_);
 
- private:
-  static inline std::mutex mutex_;
-  static inline int depth_ = 0;
-  static inline int saved_ = -1;
-};
+  Cbc_Model* model = Cbc_newModel();
+  Cbc_loadProblem(model, ncols, nrows, col_start.data(), row_of.data(), value.data(),
+                  col_lower.data(), col_upper.data(), m.objective_.data(), row_lower.data(),
+                  row_upper.data());
+  for (int j = 0; j < ncols; ++j)
+    if (m.type_[j] == MilpModel::VarType::kBinary) Cbc_setInteger(model, j);
+  Cbc_setObjSense(model, 1.0);
+  Cbc_setMaximumSeconds(model, options.time_limit_s);
+  Cbc_setAllowableFractionGap(model, options.relative_gap);
+  Cbc_setParameter(model, "threads", std::to_string(std::max(1, options.threads)).c_str());
+  Cbc_setParameter(model, "timeMode", "elapsed");  // the limit is wall time, not CPU time
+  Cbc_setLogLevel(model, 1);
+  for (const auto& [key, val] : options.backend_parameters)
+    Cbc_setParameter(model, key.c_str(), val.c_str());
+  if (options.warm_start && static_cast<int>(options.warm_start->size()) == ncols) {
+    std::vector<int> idx(static_cast<std::size_t>(ncols));
+    for (int j = 0; j < ncols; ++j) idx[j] = j;
+    Cbc_setMIPStartI(model, ncols, idx.data(), options.warm_start->data());
+  }
+  if (const char* mps = std::getenv("ERGON_CBC_WRITE_MPS"); mps != nullptr)
+    Cbc_writeMps(model, mps);
+  if (!options.solver_log) Cbc_registerCallBack(model, on_message);
+
+  Cbc_solve(model);
+
+  ResultHeader h;
+  h.cbc_status = Cbc_status(model);  // 0 finished, 1 stopped on a limit, 2 abandoned
+  h.secondary = Cbc_secondaryStatus(model);
+  h.call_ok = h.cbc_status == 2 || Cbc_isAbandoned(model) != 0 ? 0 : 1;
+  const double* best = Cbc_bestSolution(model);
+  h.has_solution = best != nullptr ? 1 : 0;
+  h.bound = Cbc_getBestPossibleObjValue(model);
+  if (Cbc_isProvenInfeasible(model) != 0) {
+    h.model_status = static_cast<int32_t>(ModelStatus::kInfeasible);
+  } else if (Cbc_isContinuousUnbounded(model) != 0) {
+    h.model_status = static_cast<int32_t>(ModelStatus::kUnbounded);
+  } else if (best == nullptr) {
+    h.model_status = static_cast<int32_t>(ModelStatus::kNoSolutionFound);
+  } else {
+    h.objective = Cbc_getObjValue(model);
+    h.model_status = static_cast<int32_t>(Cbc_isProvenOptimal(model) != 0 ? ModelStatus::kOptimal
+                                                                          : ModelStatus::kFeasible);
+  }
+  const auto tag = static_cast<uint8_t>(Record::kResult);
+  bool ok = write_all(fd, &tag, 1) && write_all(fd, &h, sizeof h);
+  if (ok && best != nullptr) ok = write_all(fd, best, sizeof(double) * static_cast<std::size_t>(ncols));
+  std::fflush(stdout);
+  ::_exit(ok ? 0 : 3);
+}
 
 class CbcSolver final : public MilpSolver {
  public:
@@ -98,109 +181,105 @@ class CbcSolver final : public MilpSolver {
   SolveResult solve(const MilpModel& m, const SolveOptions& options) override {
     SolveResult result;
     const auto start = std::chrono::steady_clock::now();
-    const int ncols = m.num_vars();
-    const int nrows = m.num_rows();
-
-    // CBC loads columns in compressed column form; the model stores rows.
-    std::vector<CoinBigIndex> col_start(static_cast<std::size_t>(ncols) + 1, 0);
-    for (int idx : m.row_idx_) ++col_start[static_cast<std::size_t>(idx) + 1];
-    for (int j = 0; j < ncols; ++j) col_start[j + 1] += col_start[j];
-    std::vector<int> row_of(m.row_idx_.size());
-    std::vector<double> value(m.row_idx_.size());
-    std::vector<CoinBigIndex> fill(col_start.begin(), col_start.end() - 1);
-    for (int r = 0; r < nrows; ++r) {
-      for (int64_t k = m.row_start_[r]; k < m.row_start_[r + 1]; ++k) {
-        const int c = m.row_idx_[k];
-        row_of[fill[c]] = r;
-        value[fill[c]] = m.row_coef_[k];
-        ++fill[c];
-      }
-    }
-    auto finite = [](std::vector<double> v) {
-      for (double& x : v) x = std::clamp(x, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max());
-      return v;
+    auto elapsed = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
-    const auto row_lower = finite(m.row_lower_);
-    const auto row_upper = finite(m.row_upper_);
-    const auto col_lower = finite(m.lower_);
-    const auto col_upper = finite(m.upper_);
-
-    Cbc_Model* model = Cbc_newModel();
-    Cbc_loadProblem(model, ncols, nrows, col_start.data(), row_of.data(), value.data(),
-                    col_lower.data(), col_upper.data(), m.objective_.data(), row_lower.data(),
-                    row_upper.data());
-    for (int j = 0; j < ncols; ++j)
-      if (m.type_[j] == MilpModel::VarType::kBinary) Cbc_setInteger(model, j);
-    Cbc_setObjSense(model, 1.0);
-    Cbc_setMaximumSeconds(model, options.time_limit_s);
-    Cbc_setAllowableFractionGap(model, options.relative_gap);
-    Cbc_setParameter(model, "threads", std::to_string(std::max(1, options.threads)).c_str());
-    Cbc_setParameter(model, "timeMode", "elapsed");  // the limit is wall time, not CPU time
-    Cbc_setLogLevel(model, options.solver_log ? 1 : (options.progress ? 1 : 0));
-    if (!options.solver_log) {
-      Cbc_setParameter(model, "log", options.progress ? "1" : "0");
-      Cbc_setParameter(model, "slog", "0");
+    int fds[2];
+    if (::pipe(fds) != 0) {
+      result.message = std::string("cannot start the solver: ") + std::strerror(errno);
+      return result;
     }
-    for (const auto& [key, val] : options.backend_parameters)
-      Cbc_setParameter(model, key.c_str(), val.c_str());
-    if (options.warm_start && static_cast<int>(options.warm_start->size()) == ncols) {
-      std::vector<int> idx(static_cast<std::size_t>(ncols));
-      for (int j = 0; j < ncols; ++j) idx[j] = j;
-      Cbc_setMIPStartI(model, ncols, idx.data(), options.warm_start->data());
+    std::fflush(stdout);
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      result.message = std::string("cannot start the solver: ") + std::strerror(errno);
+      return result;
     }
+    if (pid == 0) {
+      ::close(fds[0]);
+      solve_in_child(m, options, fds[1]);
+    }
+    ::close(fds[1]);
+    const int fd = fds[0];
 
-    Context ctx{.progress = options.progress, .start = start};
-    if (!options.solver_log) {
-      {
-        std::lock_guard lock(g_contexts_mutex);
-        g_contexts[model] = &ctx;
+    // A grace period past the limit for CBC to wrap up before it is stopped by force.
+    const double hard_limit_s = options.time_limit_s * 1.1 + 5.0;
+    bool got_result = false;
+    bool killed = false;
+    ResultHeader h;
+    while (true) {
+      const double left_s = hard_limit_s - elapsed();
+      if (left_s <= 0) {
+        ::kill(pid, SIGKILL);
+        killed = true;
+        break;
       }
-      Cbc_registerCallBack(model, on_message);
+      pollfd p{fd, POLLIN, 0};
+      const int ready = ::poll(&p, 1, static_cast<int>(std::min(left_s * 1000, 500.0)) + 1);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) continue;
+      uint8_t tag = 0;
+      if (!read_all(fd, &tag, 1)) break;  // the child exited (or crashed) without a result
+      if (tag == static_cast<uint8_t>(Record::kProgress)) {
+        double values[2];
+        if (!read_all(fd, values, sizeof values)) break;
+        if (options.progress) {
+          SolveProgress sp;
+          sp.elapsed_s = elapsed();
+          if (!std::isnan(values[0])) sp.incumbent = values[0];
+          if (!std::isnan(values[1])) sp.bound = values[1];
+          options.progress(sp);
+        }
+        continue;
+      }
+      if (tag != static_cast<uint8_t>(Record::kResult) || !read_all(fd, &h, sizeof h)) break;
+      if (h.has_solution != 0) {
+        result.x.resize(static_cast<std::size_t>(m.num_vars()));
+        if (!read_all(fd, result.x.data(), sizeof(double) * result.x.size())) break;
+      }
+      got_result = true;
+      break;
     }
-    int rc = 0;
-    if (options.solver_log) {
-      rc = Cbc_solve(model);
-    } else {
-      const StdoutSilencer quiet;
-      rc = Cbc_solve(model);
-    }
-    if (!options.solver_log) {
-      std::lock_guard lock(g_contexts_mutex);
-      g_contexts.erase(model);
-    }
-    result.solve_time_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ::close(fd);
+    int wstatus = 0;
+    ::waitpid(pid, &wstatus, 0);
+    result.solve_time_s = elapsed();
 
-    // Cbc_status: 0 finished, 1 stopped on a limit, 2 abandoned, 5 stopped by an event.
-    const int status = Cbc_status(model);
-    if (status == 2 || Cbc_isAbandoned(model) != 0) {
+    if (killed) {
+      result.call = CallStatus::kOk;
+      result.model = ModelStatus::kNoSolutionFound;
+      result.message = "cbc did not stop within its time limit and was stopped";
+      result.x.clear();
+      return result;
+    }
+    if (!got_result) {
       result.call = CallStatus::kError;
-      result.message = "cbc abandoned the solve (numerical trouble), return code " +
-                       std::to_string(rc) + ", secondary status " +
-                       std::to_string(Cbc_secondaryStatus(model));
-      Cbc_deleteModel(model);
+      result.message = WIFSIGNALED(wstatus)
+                           ? "cbc crashed (signal " + std::to_string(WTERMSIG(wstatus)) + ")"
+                           : "cbc exited without a result";
+      result.x.clear();
+      return result;
+    }
+    if (h.call_ok == 0) {
+      result.call = CallStatus::kError;
+      result.message = "cbc abandoned the solve (numerical trouble), secondary status " +
+                       std::to_string(h.secondary);
+      result.x.clear();
       return result;
     }
     result.call = CallStatus::kOk;
-    const double* best = Cbc_bestSolution(model);
-    if (Cbc_isProvenInfeasible(model) != 0) {
-      result.model = ModelStatus::kInfeasible;
-    } else if (Cbc_isContinuousUnbounded(model) != 0) {
-      result.model = ModelStatus::kUnbounded;
-    } else if (best == nullptr) {
-      result.model = ModelStatus::kNoSolutionFound;
-      result.bound = Cbc_getBestPossibleObjValue(model);
+    result.model = static_cast<ModelStatus>(h.model_status);
+    if (h.has_solution != 0) {
+      result.objective = h.objective;
+      result.bound = std::min(h.bound, h.objective);
+      result.gap =
+          (result.objective - result.bound) / std::max(std::abs(result.objective), 1e-12);
+      if (result.gap <= options.relative_gap) result.model = ModelStatus::kOptimal;
     } else {
-      result.x.assign(best, best + ncols);
-      result.objective = Cbc_getObjValue(model);
-      result.bound = std::min(Cbc_getBestPossibleObjValue(model), result.objective);
-      result.gap = (result.objective - result.bound) /
-                   std::max(std::abs(result.objective), 1e-12);
-      result.model = Cbc_isProvenOptimal(model) != 0 || result.gap <= options.relative_gap
-                         ? ModelStatus::kOptimal
-                         : ModelStatus::kFeasible;
+      result.bound = h.bound;
     }
-    Cbc_deleteModel(model);
     return result;
   }
 };
