@@ -293,9 +293,17 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     if (solved.model == ModelStatus::kInfeasible) {
       result.why = "no schedule fits a budget of " + human_bytes(request.budget_bytes) +
                    " and the deadline together; loosen either";
-    } else {
+    } else if (solved.solve_time_s >= request.time_limit_s) {
       result.why = "the time limit (" + std::to_string(static_cast<int>(request.time_limit_s)) +
-                   " s) ran out before a schedule was found";
+                   " s) ran out before a schedule was found" +
+                   (solved.message.empty() ? "" : " (" + solved.message + ")");
+    } else {
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "the solver stopped after %.1f s without a schedule and without proving "
+                    "that none exists; the budget may be too small for POET's stage model",
+                    solved.solve_time_s);
+      result.why = buf;
     }
     return result;
   }

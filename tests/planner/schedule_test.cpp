@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "common/error.h"
 #include "planner/graph.h"
 #include "planner/schedule.h"
+#include "planner/zoo.h"
 #include "test_graphs.h"
 
 namespace ergon::planner {
@@ -108,6 +111,20 @@ TEST(TrainingGraph, ValidateNamesTheProblem) {
   g = small();
   g.nodes[3].energy_j = -1;
   EXPECT_THROW(g.validate(), InputError);
+}
+
+}  // namespace
+}  // namespace ergon::planner
+
+namespace ergon::planner {
+namespace {
+
+TEST(ScheduleEncoding, ResNet18ScheduleFitsInAFewHundredBytes) {
+  const auto g = build_training_graph(zoo_model("resnet18", 1), testing::LinearCosts());
+  const auto bytes = encode_schedule(store_all_schedule(g), g.size());
+  std::printf("resnet18: %d nodes, %zu steps, %zu bytes encoded\n", g.size(),
+              store_all_schedule(g).steps.size(), bytes.size());
+  EXPECT_LT(bytes.size(), 600U);
 }
 
 }  // namespace
