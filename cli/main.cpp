@@ -183,7 +183,7 @@ int run_demo(const DemoArgs& a) {
   }
   std::cout << fmt::format(
       "\nnext: ergon runs --db {0}   ergon export --db {0} --run N --csv DIR   "
-      "ergon plan --model resnet18-cifar --board pi4 --budget 50%\n",
+      "ergon plan --model mlp --board nrf52840 --budget 50%\n",
       a.db);
   return rc;
 }
