@@ -1,0 +1,46 @@
+// Slow suite: POET on a real zoo model at several budgets; every schedule must hold up in the
+// simulator, and energy must not fall as the budget does.
+
+#include <gtest/gtest.h>
+
+#include "planner/graph.h"
+#include "planner/milp.h"
+#include "planner/poet.h"
+#include "planner/schedule.h"
+#include "planner/zoo.h"
+#include "test_graphs.h"
+
+namespace ergon::planner {
+namespace {
+
+TEST(PoetOnTheZoo, MlpSchedulesPassTheSimulatorAtFallingBudgets) {
+  const auto g = build_training_graph(zoo_model("mlp", 1), testing::LinearCosts());
+  auto solver = make_cbc_solver();
+  double previous_bound = 0;
+  for (int percent : {100, 75, 50}) {
+    PlanRequest req;
+    req.budget_bytes = g.store_all_peak_bytes() * static_cast<uint64_t>(percent) / 100;
+    req.deadline_s = std::numeric_limits<double>::infinity();
+    req.relative_gap = 0.01;
+    req.time_limit_s = 60;
+    req.threads = 2;
+    const auto r = plan_poet(g, req, *solver);
+    SCOPED_TRACE(std::to_string(percent) + "% of store-all");
+    ASSERT_TRUE(r.schedule) << r.why;
+    const auto sim = simulate(g, *r.schedule, req.budget_bytes);
+    ASSERT_TRUE(sim.valid) << sim.error;
+    EXPECT_NEAR(sim.energy_j, r.objective_j, 1e-6 * r.objective_j);
+    EXPECT_LE(sim.peak_bytes, req.budget_bytes);
+    EXPECT_GE(r.objective_j, r.bound_j * (1 - 1e-9));
+    // Optima within 1 %: a smaller budget can never have a lower optimum than the previous
+    // (larger) budget's proven bound.
+    EXPECT_GE(r.objective_j, previous_bound * (1 - 1e-9));
+    previous_bound = r.bound_j;
+    if (percent == 100) {
+      EXPECT_EQ(sim.recomputes + sim.page_outs, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ergon::planner
