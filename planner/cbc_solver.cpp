@@ -208,6 +208,7 @@ class CbcSolver final : public MilpSolver {
     const double hard_limit_s = options.time_limit_s * 1.1 + 5.0;
     bool got_result = false;
     bool killed = false;
+    std::optional<double> last_bound;
     ResultHeader h;
     while (true) {
       const double left_s = hard_limit_s - elapsed();
@@ -225,6 +226,7 @@ class CbcSolver final : public MilpSolver {
       if (tag == static_cast<uint8_t>(Record::kProgress)) {
         double values[2];
         if (!read_all(fd, values, sizeof values)) break;
+        if (!std::isnan(values[1])) last_bound = values[1];
         if (options.progress) {
           SolveProgress sp;
           sp.elapsed_s = elapsed();
@@ -247,13 +249,25 @@ class CbcSolver final : public MilpSolver {
     ::waitpid(pid, &wstatus, 0);
     result.solve_time_s = elapsed();
 
-    if (killed) {
+    // Without a solution of its own, the caller's warm start (a feasible assignment) is the
+    // best known answer; the bound is whatever CBC proved before it stopped.
+    auto fall_back_on_warm_start = [&](std::string why) {
       result.call = CallStatus::kOk;
-      result.model = ModelStatus::kNoSolutionFound;
-      result.message = "cbc did not stop within its time limit and was stopped";
-      result.x.clear();
+      result.message = std::move(why);
+      if (!options.warm_start) {
+        result.model = ModelStatus::kNoSolutionFound;
+        result.x.clear();
+        return result;
+      }
+      result.model = ModelStatus::kFeasible;
+      result.x = *options.warm_start;
+      result.objective = m.objective_value(result.x);
+      result.bound = std::min(last_bound.value_or(-std::numeric_limits<double>::infinity()),
+                              result.objective);
+      result.gap = (result.objective - result.bound) / std::max(std::abs(result.objective), 1e-12);
       return result;
-    }
+    };
+    if (killed) return fall_back_on_warm_start("cbc did not stop within its time limit and was stopped");
     if (!got_result) {
       result.call = CallStatus::kError;
       result.message = WIFSIGNALED(wstatus)
@@ -269,6 +283,8 @@ class CbcSolver final : public MilpSolver {
       result.x.clear();
       return result;
     }
+    if (h.has_solution == 0 && options.warm_start)
+      return fall_back_on_warm_start("cbc found nothing better than the warm start");
     result.call = CallStatus::kOk;
     result.model = static_cast<ModelStatus>(h.model_status);
     if (h.has_solution != 0) {

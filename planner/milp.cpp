@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 namespace ergon::planner {
 
@@ -28,6 +29,28 @@ void MilpModel::add_row(std::span<const int> idx, std::span<const double> coef, 
 
 int MilpModel::num_integers() const {
   return static_cast<int>(std::count(type_.begin(), type_.end(), VarType::kBinary));
+}
+
+double MilpModel::max_violation(const std::vector<double>& x) const {
+  assert(static_cast<int>(x.size()) == num_vars());
+  double worst = 0;
+  for (int j = 0; j < num_vars(); ++j) {
+    worst = std::max({worst, lower_[j] - x[j], x[j] - upper_[j]});
+    if (type_[j] == VarType::kBinary) worst = std::max(worst, std::abs(x[j] - std::round(x[j])));
+  }
+  for (int r = 0; r < num_rows(); ++r) {
+    double activity = 0;
+    for (int64_t k = row_start_[r]; k < row_start_[r + 1]; ++k)
+      activity += row_coef_[k] * x[row_idx_[k]];
+    worst = std::max({worst, row_lower_[r] - activity, activity - row_upper_[r]});
+  }
+  return worst;
+}
+
+double MilpModel::objective_value(const std::vector<double>& x) const {
+  double v = 0;
+  for (int j = 0; j < num_vars(); ++j) v += objective_[j] * x[j];
+  return v;
 }
 
 std::string to_string(ModelStatus status) {

@@ -25,6 +25,9 @@ class MilpModel {
   [[nodiscard]] int num_rows() const { return static_cast<int>(row_lower_.size()); }
   [[nodiscard]] int num_integers() const;
   [[nodiscard]] std::size_t num_nonzeros() const { return row_idx_.size(); }
+  /// The largest amount by which `x` breaks a bound, a row or integrality (0 when feasible).
+  [[nodiscard]] double max_violation(const std::vector<double>& x) const;
+  [[nodiscard]] double objective_value(const std::vector<double>& x) const;
 
   // Storage, read by solver backends: columns, then rows in compressed row form.
   std::vector<double> lower_, upper_, objective_;

@@ -1,6 +1,7 @@
 #include "planner/poet.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -81,31 +82,84 @@ class PoetModel {
     return s;
   }
 
-  /// A full assignment for store-all (compute each node once, keep each output until its
-  /// last use), or nullopt when it breaks the budget or the deadline.
-  std::optional<std::vector<double>> store_all_assignment(const PlanRequest& req) const {
-    if (g_.store_all_peak_bytes() > req.budget_bytes || g_.single_pass_time_s() > req.deadline_s)
-      return std::nullopt;
+  [[nodiscard]] std::optional<std::vector<double>> warm_start(const PlanRequest& req) const {
+    auto x = store_all_assignment(req);
+    if (!x) x = paging_assignment(req);
+    assert(!x || m_.max_violation(*x) < 1e-6);
+    return x;
+  }
+
+  /// Store-all as an assignment: each output resident from its computation to its last use.
+  [[nodiscard]] std::optional<std::vector<double>> store_all_assignment(
+      const PlanRequest& req) const {
+    Residency res(n_, std::vector<char>(n_, 0));
+    for (int t = 0; t < n_; ++t)
+      for (int i = 0; i < t; ++i) res[t][i] = static_cast<char>(last_use(i) >= t);
+    return residency_assignment(res, {}, req);
+  }
+
+  /// "Page out what waits": an output stays in RAM only in the stages that read it and the
+  /// stage after its computation; one read three or more stages later is paged out in that
+  /// next stage and paged back in the stage before each later read. No recomputation. Fits
+  /// budgets far below store-all, at the price of paging energy.
+  [[nodiscard]] std::optional<std::vector<double>> paging_assignment(
+      const PlanRequest& req) const {
+    Residency res(n_, std::vector<char>(n_, 0));
+    std::vector<char> paged(n_, 0);
+    for (int i = 0; i < n_; ++i) {
+      const bool later = last_use(i) > i + 1;
+      if (later && i + 1 < n_) res[i + 1][i] = 1;
+      paged[i] = static_cast<char>(last_use(i) >= i + 3);
+      for (int s : users_[i]) res[s][i] = 1;
+    }
+    return residency_assignment(res, paged, req);
+  }
+
+  using Residency = std::vector<std::vector<char>>;  // [t][i]: output i in RAM at start of t
+
+  [[nodiscard]] int last_use(int i) const { return users_[i].empty() ? i : users_[i].back(); }
+
+  /// The full assignment of a schedule that computes node t (only) in stage t, with the given
+  /// RAM residency at each stage start; `paged[i]` pages i out in stage i + 1 and back in at
+  /// the end of the stage before each stage that needs it resident without having it. Frees,
+  /// memory and paging follow from the model's rules. nullopt when the budget or the deadline
+  /// breaks, or when the residency is not reachable.
+  [[nodiscard]] std::optional<std::vector<double>> residency_assignment(
+      const Residency& res, const std::vector<char>& paged, const PlanRequest& req) const {
+    if (g_.single_pass_time_s() > req.deadline_s) return std::nullopt;
     std::vector<double> x(static_cast<std::size_t>(m_.num_vars()), 0.0);
     auto set = [&](int col, double v) {
       if (col != kNone) x[col] = v;
     };
-    auto last_use = [&](int i) { return users_[i].empty() ? i : users_[i].back(); };
+    auto stored = [&](int t, int i) { return !paged.empty() && paged[i] && t >= i + 2; };
     for (int t = 0; t < n_; ++t) {
       set(r_[t][t], 1);
       double u = 0;
       for (int i = 0; i < t; ++i) {
-        if (last_use(i) >= t) {
-          set(sram_[t][i], 1);
-          u += static_cast<double>(g_.nodes[i].output_bytes);
+        if (!res[t][i]) continue;
+        // Reachable: carried over, just computed, or paged in at the end of the last stage.
+        const bool carried = t >= 1 && (res[t - 1][i] || i == t - 1);
+        if (!carried && !stored(t - 1, i)) return std::nullopt;
+        if (!carried) set(min_[t - 1][i], 1);
+        set(sram_[t][i], 1);
+        u += static_cast<double>(g_.nodes[i].output_bytes);
+      }
+      for (int i = 0; i < t; ++i) {
+        if (stored(t, i)) set(ssd_[t][i], 1);
+        if (!paged.empty() && paged[i] && t == i + 1) {
+          if (!res[t][i]) return std::nullopt;
+          set(mout_[t][i], 1);
         }
       }
+      for (int i : inputs_[t])
+        if (!res[t][i] && i != t) return std::nullopt;
       for (int k = 0; k <= t; ++k) {
         if (k == t) u += static_cast<double>(g_.nodes[t].output_bytes);
         set(u_[t][k], u * mem_scale_);
+        if (u * mem_scale_ > 1 + 1e-9) return std::nullopt;
         if (k != t) continue;
         for (const auto& [i, col] : free_[t][k]) {
-          const bool kept = t + 1 < n_ && last_use(i) >= t + 1;
+          const bool kept = t + 1 < n_ && res[t + 1][i];
           if (!kept) {
             set(col, 1);
             u -= static_cast<double>(g_.nodes[i].output_bytes);
@@ -116,7 +170,6 @@ class PoetModel {
     return x;
   }
 
- private:
   int binary(double obj = 0) { return m_.add_var(0, 1, obj, MilpModel::VarType::kBinary); }
 
   void row(std::vector<std::pair<int, double>> terms, double lo, double hi) {
@@ -229,6 +282,14 @@ class PoetModel {
 
 }  // namespace
 
+PoetModelInfo build_poet_model(const TrainingGraph& graph, const PlanRequest& request) {
+  PoetModel poet(graph, request);
+  PoetModelInfo info;
+  info.warm_start = poet.warm_start(request);
+  info.model = std::move(poet.model());
+  return info;
+}
+
 std::string infeasibility_reason(const TrainingGraph& graph, const PlanRequest& request) {
   int node = 0;
   const uint64_t min_bytes = graph.min_working_set_bytes(&node);
@@ -278,7 +339,8 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
       request.progress(unscaled);
     };
   }
-  options.warm_start = poet.store_all_assignment(request);
+  // The solver falls back on the warm start when it finds nothing better in time.
+  options.warm_start = poet.warm_start(request);
 
   const SolveResult solved = solver.solve(model, options);
   result.call = solved.call;
@@ -308,7 +370,11 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     return result;
   }
   result.objective_j = solved.objective / scale;
-  result.gap = solved.gap;
+  // Every node is computed at least once: one pass is a lower bound whatever the solver says.
+  result.bound_j = std::max(result.bound_j, graph.single_pass_energy_j());
+  result.bound_j = std::min(result.bound_j, result.objective_j);
+  result.gap = (result.objective_j - result.bound_j) / std::max(result.objective_j, 1e-300);
+  if (result.gap <= request.relative_gap) result.status = ModelStatus::kOptimal;
   result.schedule = poet.extract(solved.x, &result.claimed_peak_bytes);
   return result;
 }

@@ -51,6 +51,14 @@ struct PlanResult {
 /// Minimizes compute + paging energy subject to memory <= budget and compute time <= deadline.
 PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver);
 
+/// The POET model of a request and the warm start plan_poet gives the solver (store-all when
+/// it fits, else the paging heuristic, else none). For tests and tools.
+struct PoetModelInfo {
+  MilpModel model;
+  std::optional<std::vector<double>> warm_start;
+};
+PoetModelInfo build_poet_model(const TrainingGraph& graph, const PlanRequest& request);
+
 /// Checks a request against what any schedule needs before solving: the budget against the
 /// largest single-node working set, the deadline against one pass. Empty when plausible.
 std::string infeasibility_reason(const TrainingGraph& graph, const PlanRequest& request);

@@ -7,6 +7,7 @@
 #include "planner/milp.h"
 #include "planner/poet.h"
 #include "planner/schedule.h"
+#include "planner/zoo.h"
 #include "test_graphs.h"
 
 namespace ergon::planner {
@@ -128,6 +129,29 @@ TEST(PoetMilp, ReportsTheModelSize) {
   EXPECT_GT(r.integers, 0);
   EXPECT_GT(r.rows, 0);
   EXPECT_GT(r.nonzeros, static_cast<std::size_t>(r.rows));
+}
+
+}  // namespace
+}  // namespace ergon::planner
+
+namespace ergon::planner {
+namespace {
+
+TEST(PoetWarmStart, EveryWarmStartSatisfiesEveryRowOfTheModel) {
+  int paging_starts = 0;
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    const auto g = build_training_graph(testing::random_forward(6, seed, seed % 2 == 1),
+                                        testing::LinearCosts());
+    const uint64_t lo = g.min_working_set_bytes();
+    const uint64_t hi = g.store_all_peak_bytes();
+    for (int step = 0; step <= 4; ++step) {
+      const auto info = build_poet_model(g, request(lo + (hi - lo) * step / 4, 1e9));
+      if (!info.warm_start) continue;
+      EXPECT_LT(info.model.max_violation(*info.warm_start), 1e-9) << "seed " << seed;
+      if (step < 4) ++paging_starts;
+    }
+  }
+  EXPECT_GT(paging_starts, 3) << "the paging heuristic never produced a start below store-all";
 }
 
 }  // namespace

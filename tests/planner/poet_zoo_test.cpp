@@ -42,5 +42,23 @@ TEST(PoetOnTheZoo, MlpSchedulesPassTheSimulatorAtFallingBudgets) {
   }
 }
 
+TEST(PoetWarmStart, ASolverOutOfTimeStillReturnsAValidScheduleWithAnHonestGap) {
+  const auto g = build_training_graph(zoo_model("resnet18-cifar", 1), testing::LinearCosts());
+  PlanRequest req;
+  req.budget_bytes = g.store_all_peak_bytes() * 3 / 4;
+  req.deadline_s = 1e9;
+  req.time_limit_s = 1;  // far too little for CBC on 135 nodes
+  auto solver = make_cbc_solver();
+  const auto r = plan_poet(g, req, *solver);
+  ASSERT_TRUE(r.schedule) << r.why;
+  EXPECT_EQ(r.status, ModelStatus::kFeasible);
+  const auto sim = simulate(g, *r.schedule, req.budget_bytes);
+  ASSERT_TRUE(sim.valid) << sim.error;
+  EXPECT_NEAR(sim.energy_j, r.objective_j, 1e-6 * r.objective_j);
+  EXPECT_GE(r.bound_j, g.single_pass_energy_j() * (1 - 1e-9));
+  EXPECT_LE(r.bound_j, r.objective_j);
+  EXPECT_GT(r.gap, 0);
+}
+
 }  // namespace
 }  // namespace ergon::planner
