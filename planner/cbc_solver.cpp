@@ -249,18 +249,19 @@ class CbcSolver final : public MilpSolver {
     ::waitpid(pid, &wstatus, 0);
     result.solve_time_s = elapsed();
 
-    // Without a solution of its own, the caller's warm start (a feasible assignment) is the
-    // best known answer; the bound is whatever CBC proved before it stopped.
+    // Without a solution of its own, the caller's fallback (or warm start), a feasible
+    // assignment, is the best known answer; the bound is whatever CBC proved before it stopped.
+    const auto& known = options.fallback ? options.fallback : options.warm_start;
     auto fall_back_on_warm_start = [&](std::string why) {
       result.call = CallStatus::kOk;
       result.message = std::move(why);
-      if (!options.warm_start) {
+      if (!known) {
         result.model = ModelStatus::kNoSolutionFound;
         result.x.clear();
         return result;
       }
       result.model = ModelStatus::kFeasible;
-      result.x = *options.warm_start;
+      result.x = *known;
       result.objective = m.objective_value(result.x);
       result.bound = std::min(last_bound.value_or(-std::numeric_limits<double>::infinity()),
                               result.objective);
@@ -283,8 +284,8 @@ class CbcSolver final : public MilpSolver {
       result.x.clear();
       return result;
     }
-    if (h.has_solution == 0 && options.warm_start)
-      return fall_back_on_warm_start("cbc found nothing better than the warm start");
+    if (h.has_solution == 0 && known)
+      return fall_back_on_warm_start("cbc found no solution of its own");
     result.call = CallStatus::kOk;
     result.model = static_cast<ModelStatus>(h.model_status);
     if (h.has_solution != 0) {

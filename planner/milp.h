@@ -49,6 +49,9 @@ struct SolveOptions {
   double relative_gap = 1e-6;  ///< stop when (incumbent - bound) / |incumbent| <= this
   int threads = 1;
   std::optional<std::vector<double>> warm_start;  ///< a feasible assignment of every column
+  /// A feasible assignment returned (as kFeasible) when the solver finds no solution of its
+  /// own; unlike warm_start it does not steer the search (a poor MIP start can slow CBC).
+  std::optional<std::vector<double>> fallback;
   std::function<void(const SolveProgress&)> progress;
   bool solver_log = false;  ///< let the backend print its own log to stdout
   /// Backend-specific settings by name (for CBC: its command-line parameters, e.g.

@@ -51,11 +51,13 @@ struct PlanResult {
 /// Minimizes compute + paging energy subject to memory <= budget and compute time <= deadline.
 PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver);
 
-/// The POET model of a request and the warm start plan_poet gives the solver (store-all when
-/// it fits, else the paging heuristic, else none). For tests and tools.
+/// The POET model of a request, the warm start plan_poet gives the solver (store-all, when it
+/// fits) and the fallback it returns when the solver finds nothing (store-all, else the
+/// paging heuristic, else none). For tests and tools.
 struct PoetModelInfo {
   MilpModel model;
   std::optional<std::vector<double>> warm_start;
+  std::optional<std::vector<double>> fallback;
 };
 PoetModelInfo build_poet_model(const TrainingGraph& graph, const PlanRequest& request);
 

@@ -146,8 +146,11 @@ TEST(PoetWarmStart, EveryWarmStartSatisfiesEveryRowOfTheModel) {
     const uint64_t hi = g.store_all_peak_bytes();
     for (int step = 0; step <= 4; ++step) {
       const auto info = build_poet_model(g, request(lo + (hi - lo) * step / 4, 1e9));
-      if (!info.warm_start) continue;
-      EXPECT_LT(info.model.max_violation(*info.warm_start), 1e-9) << "seed " << seed;
+      if (info.warm_start) {
+        EXPECT_LT(info.model.max_violation(*info.warm_start), 1e-9) << "seed " << seed;
+      }
+      if (!info.fallback) continue;
+      EXPECT_LT(info.model.max_violation(*info.fallback), 1e-9) << "seed " << seed;
       if (step < 4) ++paging_starts;
     }
   }
