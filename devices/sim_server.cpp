@@ -134,7 +134,8 @@ void SimServer::serve_fd(int fd, const std::atomic<bool>& stop, bool is_pty) {
           options_.speed > 0 ? now_true_ns() : board_.cursor_ns() + kUnpacedStepNs;
       board_.advance_to(target, out);
     }
-    if (was_running && !board_.running() && !options_.truth_csv.empty()) write_truth();
+    if (was_running && !board_.running() && !options_.truth_csv.empty())
+      write_truth_csv(options_.truth_csv, board_);
 
     if (options_.disconnect_after_s > 0 && first_start_wall_ns_ >= 0 &&
         clock.now_ns() - first_start_wall_ns_ >
@@ -182,8 +183,6 @@ void SimServer::serve_fd(int fd, const std::atomic<bool>& stop, bool is_pty) {
     }
   }
 }
-
-void SimServer::write_truth() const { write_truth_csv(options_.truth_csv, board_); }
 
 void write_truth_csv(const std::filesystem::path& path, const SimBoard& board) {
   const std::filesystem::path tmp = path.string() + ".tmp";

@@ -53,7 +53,6 @@ class SimServer {
  private:
   SimServer(const BoardProfile& board, const SimServerOptions& options);
   void serve_fd(int fd, const std::atomic<bool>& stop, bool is_pty);
-  void write_truth() const;
 
   SimBoard board_;
   SimServerOptions options_;

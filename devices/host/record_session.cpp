@@ -61,10 +61,9 @@ void RecordSession::send(const Msg& msg, std::vector<uint8_t>& out) {
 void RecordSession::set_state(SessionState s) {
   if (s == state_) return;
   state_ = s;
-  state_since_ns_ = clock_.now_ns();
   syncs_sent_in_state_ = 0;
   syncs_answered_in_state_ = 0;
-  if (hello_) sink_.status(state_, stats_, state_since_ns_);
+  if (hello_) sink_.status(state_, stats_, clock_.now_ns());
 }
 
 void RecordSession::fail(SessionState s, std::string why) {
@@ -77,7 +76,6 @@ void RecordSession::fail(SessionState s, std::string why) {
 void RecordSession::on_open(std::vector<uint8_t>& out) {
   opened_ns_ = clock_.now_ns();
   last_hello_request_ns_ = opened_ns_;
-  state_since_ns_ = opened_ns_;
   send(proto::HelloRequest{}, out);
 }
 

@@ -134,7 +134,6 @@ class RecordSession {
   int64_t run_started_ns_ = 0;
   int64_t last_frame_ns_ = 0;
   int64_t last_sync_ns_ = 0;
-  int64_t state_since_ns_ = 0;
   int stop_attempts_ = 0;
   bool stop_requested_ = false;
   uint32_t next_sync_id_ = 1;

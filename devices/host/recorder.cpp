@@ -20,6 +20,7 @@ constexpr auto kTick = std::chrono::milliseconds(5);
 struct Recorder::Impl {
   struct Board {
     std::string port;
+    uint32_t baud = 115200;
     std::unique_ptr<RecordSession> session;
     std::unique_ptr<asio::serial_port> serial;
     std::unique_ptr<asio::ip::tcp::socket> tcp;
@@ -30,7 +31,7 @@ struct Recorder::Impl {
 
   explicit Impl(const Clock& c) : clock(c) {}
 
-  void open(Board& b, uint32_t baud) {
+  void open(Board& b) {
     boost::system::error_code ec;
     if (b.port.rfind("tcp:", 0) == 0) {
       const std::string rest = b.port.substr(4);
@@ -51,7 +52,7 @@ struct Recorder::Impl {
       b.serial->open(b.port, ec);
       if (!ec) {
         using sp = asio::serial_port_base;
-        b.serial->set_option(sp::baud_rate(baud), ec);
+        b.serial->set_option(sp::baud_rate(b.baud), ec);
         if (!ec) b.serial->set_option(sp::character_size(8), ec);
         if (!ec) b.serial->set_option(sp::parity(sp::parity::none), ec);
         if (!ec) b.serial->set_option(sp::stop_bits(sp::stop_bits::one), ec);
@@ -116,7 +117,6 @@ struct Recorder::Impl {
   const Clock& clock;
   asio::io_context io;
   std::vector<std::unique_ptr<Board>> boards;
-  std::vector<uint32_t> bauds;
 };
 
 Recorder::Recorder(const Clock& clock) : impl_(std::make_unique<Impl>(clock)) {}
@@ -126,15 +126,15 @@ void Recorder::add(const std::string& port, uint32_t baud, const RecordOptions& 
                    RecordSink& sink) {
   auto b = std::make_unique<Impl::Board>();
   b->port = port;
+  b->baud = baud;
   b->session = std::make_unique<RecordSession>(port, options, sink, impl_->clock);
   impl_->boards.push_back(std::move(b));
-  impl_->bauds.push_back(baud);
 }
 
 void Recorder::run(const Progress& on_progress, const std::atomic<int>& interrupts,
                    double progress_interval_s) {
   Impl& im = *impl_;
-  for (std::size_t i = 0; i < im.boards.size(); ++i) im.open(*im.boards[i], im.bauds[i]);
+  for (auto& b : im.boards) im.open(*b);
 
   std::vector<const RecordSession*> sessions;
   for (const auto& b : im.boards) sessions.push_back(b->session.get());
