@@ -170,8 +170,12 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
                      100.0 * static_cast<double>(req.budget_bytes) / static_cast<double>(store_all_peak),
                      std::isfinite(req.deadline_s) ? fmt::format("{:.4g} s", req.deadline_s)
                                                    : std::string("none"));
-  out << fmt::format("poet MILP: {} variables ({} binary), {} rows, {} nonzeros; cbc {} thread(s)\n",
-                     r.variables, r.integers, r.rows, r.nonzeros, args.threads);
+  if (r.variables > 0) {
+    out << fmt::format("poet MILP: {} variables ({} binary), {} rows, {} nonzeros; cbc {} thread(s)\n",
+                       r.variables, r.integers, r.rows, r.nonzeros, args.threads);
+  } else if (r.schedule) {
+    out << "poet: the greedy plan is within the gap of one pass's energy; no MILP needed\n";
+  }
   if (!r.schedule) {
     std::cerr << "ergon: " << r.why << "\n";
     return 1;

@@ -8,6 +8,7 @@
 // turns a crash into an error result instead of losing the process.
 
 #include <coin/Cbc_C_Interface.h>
+#include <coin/Clp_C_Interface.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -90,6 +91,40 @@ void COINLINKAGE_CB on_message(Cbc_Model* /*model*/, int msgno, int ndouble, con
   write_all(g_pipe_fd, values, sizeof values);
 }
 
+// CBC and CLP load columns in compressed column form with finite bounds; the model stores
+// rows with infinities.
+struct ColumnForm {
+  explicit ColumnForm(const MilpModel& m) {
+    const int ncols = m.num_vars();
+    col_start.assign(static_cast<std::size_t>(ncols) + 1, 0);
+    for (int idx : m.row_idx_) ++col_start[static_cast<std::size_t>(idx) + 1];
+    for (int j = 0; j < ncols; ++j) col_start[j + 1] += col_start[j];
+    row_of.resize(m.row_idx_.size());
+    value.resize(m.row_idx_.size());
+    std::vector<CoinBigIndex> fill(col_start.begin(), col_start.end() - 1);
+    for (int r = 0; r < m.num_rows(); ++r) {
+      for (int64_t k = m.row_start_[r]; k < m.row_start_[r + 1]; ++k) {
+        const int c = m.row_idx_[k];
+        row_of[fill[c]] = r;
+        value[fill[c]] = m.row_coef_[k];
+        ++fill[c];
+      }
+    }
+    row_lower = finite(m.row_lower_);
+    row_upper = finite(m.row_upper_);
+    col_lower = finite(m.lower_);
+    col_upper = finite(m.upper_);
+  }
+  static std::vector<double> finite(std::vector<double> v) {
+    constexpr double kMax = std::numeric_limits<double>::max();
+    for (double& x : v) x = std::clamp(x, -kMax, kMax);
+    return v;
+  }
+  std::vector<CoinBigIndex> col_start;
+  std::vector<int> row_of;
+  std::vector<double> value, row_lower, row_upper, col_lower, col_upper;
+};
+
 // Runs in the child: build, solve, report. Never returns.
 [[noreturn]] void solve_in_child(const MilpModel& m, const SolveOptions& options, int fd) {
   g_pipe_fd = fd;
@@ -98,36 +133,11 @@ void COINLINKAGE_CB on_message(Cbc_Model* /*model*/, int msgno, int ndouble, con
     if (null_fd >= 0) ::dup2(null_fd, STDOUT_FILENO);
   }
   const int ncols = m.num_vars();
-  const int nrows = m.num_rows();
-  // CBC loads columns in compressed column form; the model stores rows.
-  std::vector<CoinBigIndex> col_start(static_cast<std::size_t>(ncols) + 1, 0);
-  for (int idx : m.row_idx_) ++col_start[static_cast<std::size_t>(idx) + 1];
-  for (int j = 0; j < ncols; ++j) col_start[j + 1] += col_start[j];
-  std::vector<int> row_of(m.row_idx_.size());
-  std::vector<double> value(m.row_idx_.size());
-  std::vector<CoinBigIndex> fill(col_start.begin(), col_start.end() - 1);
-  for (int r = 0; r < nrows; ++r) {
-    for (int64_t k = m.row_start_[r]; k < m.row_start_[r + 1]; ++k) {
-      const int c = m.row_idx_[k];
-      row_of[fill[c]] = r;
-      value[fill[c]] = m.row_coef_[k];
-      ++fill[c];
-    }
-  }
-  auto finite = [](std::vector<double> v) {
-    constexpr double kMax = std::numeric_limits<double>::max();
-    for (double& x : v) x = std::clamp(x, -kMax, kMax);
-    return v;
-  };
-  const auto row_lower = finite(m.row_lower_);
-  const auto row_upper = finite(m.row_upper_);
-  const auto col_lower = finite(m.lower_);
-  const auto col_upper = finite(m.upper_);
-
+  const ColumnForm cf(m);
   Cbc_Model* model = Cbc_newModel();
-  Cbc_loadProblem(model, ncols, nrows, col_start.data(), row_of.data(), value.data(),
-                  col_lower.data(), col_upper.data(), m.objective_.data(), row_lower.data(),
-                  row_upper.data());
+  Cbc_loadProblem(model, ncols, m.num_rows(), cf.col_start.data(), cf.row_of.data(),
+                  cf.value.data(), cf.col_lower.data(), cf.col_upper.data(), m.objective_.data(),
+                  cf.row_lower.data(), cf.row_upper.data());
   for (int j = 0; j < ncols; ++j)
     if (m.type_[j] == MilpModel::VarType::kBinary) Cbc_setInteger(model, j);
   Cbc_setObjSense(model, 1.0);
@@ -178,6 +188,33 @@ class CbcSolver final : public MilpSolver {
  public:
   [[nodiscard]] std::string name() const override { return "cbc"; }
 
+  /// CLP's dual simplex (CBC's own LP solver), in this process: it keeps to its time limit.
+  RelaxationResult solve_relaxation(const MilpModel& m, double time_limit_s) override {
+    RelaxationResult result;
+    const auto start = std::chrono::steady_clock::now();
+    const ColumnForm cf(m);
+    Clp_Simplex* lp = Clp_newModel();
+    Clp_setLogLevel(lp, 0);
+    Clp_loadProblem(lp, m.num_vars(), m.num_rows(), cf.col_start.data(), cf.row_of.data(),
+                    cf.value.data(), cf.col_lower.data(), cf.col_upper.data(),
+                    m.objective_.data(), cf.row_lower.data(), cf.row_upper.data());
+    Clp_setMaximumSeconds(lp, time_limit_s);
+    Clp_dual(lp, 0);
+    result.solve_time_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (Clp_isProvenOptimal(lp) != 0) {
+      result.optimal = true;
+      result.objective = Clp_objectiveValue(lp);
+    } else if (Clp_isProvenPrimalInfeasible(lp) != 0) {
+      result.infeasible = true;
+    } else {
+      result.message = "the LP relaxation did not finish in " +
+                       std::to_string(static_cast<int>(time_limit_s)) + " s";
+    }
+    Clp_deleteModel(lp);
+    return result;
+  }
+
   SolveResult solve(const MilpModel& m, const SolveOptions& options) override {
     SolveResult result;
     const auto start = std::chrono::steady_clock::now();
@@ -205,7 +242,7 @@ class CbcSolver final : public MilpSolver {
     const int fd = fds[0];
 
     // A grace period past the limit for CBC to wrap up before it is stopped by force.
-    const double hard_limit_s = options.time_limit_s * 1.1 + 5.0;
+    const double hard_limit_s = options.time_limit_s * 1.1 + std::min(5.0, 1 + options.time_limit_s / 4);
     bool got_result = false;
     bool killed = false;
     std::optional<double> last_bound;
@@ -263,8 +300,13 @@ class CbcSolver final : public MilpSolver {
       result.model = ModelStatus::kFeasible;
       result.x = *known;
       result.objective = m.objective_value(result.x);
-      result.bound = std::min(last_bound.value_or(-std::numeric_limits<double>::infinity()),
-                              result.objective);
+      // A bound above a feasible point's objective is one CBC lost numerically (it then
+      // also claims infeasibility): no bound is known.
+      const double lowest = -std::numeric_limits<double>::infinity();
+      const double b = last_bound.value_or(lowest);
+      result.bound = b <= result.objective + 1e-9 * std::max(1.0, std::abs(result.objective))
+                         ? b
+                         : lowest;
       result.gap = (result.objective - result.bound) / std::max(std::abs(result.objective), 1e-12);
       return result;
     };

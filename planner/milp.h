@@ -86,11 +86,21 @@ struct SolveResult {
   }
 };
 
+/// The LP relaxation (integrality dropped): its optimum is a lower bound on the MILP's.
+struct RelaxationResult {
+  bool optimal = false;     ///< solved: `objective` is a proven bound
+  bool infeasible = false;  ///< proven: then the MILP is infeasible too
+  double objective = 0;
+  double solve_time_s = 0;
+  std::string message;  ///< why there is no answer
+};
+
 class MilpSolver {
  public:
   virtual ~MilpSolver() = default;
   [[nodiscard]] virtual std::string name() const = 0;
   virtual SolveResult solve(const MilpModel& model, const SolveOptions& options) = 0;
+  virtual RelaxationResult solve_relaxation(const MilpModel& model, double time_limit_s) = 0;
 };
 
 /// COIN-OR CBC (branch and cut). All CBC types stay inside cbc_solver.cpp.

@@ -1,7 +1,10 @@
 #include "planner/poet.h"
 
+#include "planner/stage_plan.h"
+
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -38,142 +41,57 @@ class PoetModel {
   MilpModel& model() { return m_; }
   [[nodiscard]] double energy_scale() const { return energy_scale_; }
 
-  /// The schedule a solution describes: per stage, page-outs, then computes (each followed
-  /// by the frees it triggers), then drops of what the next stage does not keep, then
-  /// page-ins.
-  Schedule extract(const std::vector<double>& x, uint64_t* claimed_peak) const {
-    auto on = [&](int col) { return col != kNone && x[col] > 0.5; };
-    Schedule s;
-    std::vector<char> resident(n_, 0);
-    double peak = 0;
+  /// The stage plan a solution describes.
+  [[nodiscard]] StagePlan plan_from(const std::vector<double>& x) const {
+    auto on = [&](int col) { return static_cast<char>(col != kNone && x[col] > 0.5); };
+    StagePlan p(n_);
     for (int t = 0; t < n_; ++t) {
-      for (int i = 0; i < t; ++i)
-        if (on(mout_[t][i])) s.steps.push_back({StepKind::kPageOut, i});
-      for (int k = 0; k <= t; ++k) {
-        peak = std::max(peak, x[u_[t][k]]);
-        if (!on(r_[t][k])) continue;
-        s.steps.push_back({StepKind::kCompute, k});
-        resident[k] = 1;
-        for (const auto& [i, col] : free_[t][k]) {
-          if (on(col) && resident[i]) {
-            s.steps.push_back({StepKind::kFree, i});
-            resident[i] = 0;
-          }
-        }
-      }
-      if (t + 1 == n_) break;
       for (int i = 0; i <= t; ++i) {
-        if (resident[i] && !on(sram_[t + 1][i])) {
-          s.steps.push_back({StepKind::kFree, i});
-          resident[i] = 0;
-        }
-      }
-      for (int i = 0; i < t; ++i) {
-        if (!on(min_[t][i])) continue;
-        s.steps.push_back({StepKind::kPageIn, i});
-        if (!on(sram_[t + 1][i])) {
-          s.steps.push_back({StepKind::kFree, i});
-        } else {
-          resident[i] = 1;
-        }
+        p.compute[t][i] = on(r_[t][i]);
+        p.ram[t][i] = on(sram_[t][i]);
+        p.ssd[t][i] = on(ssd_[t][i]);
+        p.page_in[t][i] = on(min_[t][i]);
+        p.page_out[t][i] = on(mout_[t][i]);
       }
     }
-    *claimed_peak = static_cast<uint64_t>(std::ceil(peak / mem_scale_));
-    return s;
+    return p;
   }
 
-  /// Store-all steers CBC well (it is optimal with room to spare); the paging heuristic does
-  /// not (as a MIP start it slowed CBC 10x on the MLP), so it is only a fallback.
-  [[nodiscard]] std::optional<std::vector<double>> warm_start(const PlanRequest& req) const {
-    auto x = store_all_assignment(req);
-    assert(!x || m_.max_violation(*x) < 1e-6);
-    return x;
-  }
-  [[nodiscard]] std::optional<std::vector<double>> fallback(const PlanRequest& req) const {
-    auto x = store_all_assignment(req);
-    if (!x) x = paging_assignment(req);
-    assert(!x || m_.max_violation(*x) < 1e-6);
-    return x;
-  }
-
-  /// Store-all as an assignment: each output resident from its computation to its last use.
-  [[nodiscard]] std::optional<std::vector<double>> store_all_assignment(
-      const PlanRequest& req) const {
-    Residency res(n_, std::vector<char>(n_, 0));
-    for (int t = 0; t < n_; ++t)
-      for (int i = 0; i < t; ++i) res[t][i] = static_cast<char>(last_use(i) >= t);
-    return residency_assignment(res, {}, req);
-  }
-
-  /// "Page out what waits": an output stays in RAM only in the stages that read it and the
-  /// stage after its computation; one read three or more stages later is paged out in that
-  /// next stage and paged back in the stage before each later read. No recomputation. Fits
-  /// budgets far below store-all, at the price of paging energy.
-  [[nodiscard]] std::optional<std::vector<double>> paging_assignment(
-      const PlanRequest& req) const {
-    Residency res(n_, std::vector<char>(n_, 0));
-    std::vector<char> paged(n_, 0);
-    for (int i = 0; i < n_; ++i) {
-      const bool later = last_use(i) > i + 1;
-      if (later && i + 1 < n_) res[i + 1][i] = 1;
-      paged[i] = static_cast<char>(last_use(i) >= i + 3);
-      for (int s : users_[i]) res[s][i] = 1;
-    }
-    return residency_assignment(res, paged, req);
-  }
-
-  using Residency = std::vector<std::vector<char>>;  // [t][i]: output i in RAM at start of t
-
-  [[nodiscard]] int last_use(int i) const { return users_[i].empty() ? i : users_[i].back(); }
-
-  /// The full assignment of a schedule that computes node t (only) in stage t, with the given
-  /// RAM residency at each stage start; `paged[i]` pages i out in stage i + 1 and back in at
-  /// the end of the stage before each stage that needs it resident without having it. Frees,
-  /// memory and paging follow from the model's rules. nullopt when the budget or the deadline
-  /// breaks, or when the residency is not reachable.
-  [[nodiscard]] std::optional<std::vector<double>> residency_assignment(
-      const Residency& res, const std::vector<char>& paged, const PlanRequest& req) const {
-    if (g_.single_pass_time_s() > req.deadline_s) return std::nullopt;
+  /// Every column's value for a plan: the binaries as the plan sets them, Free by its
+  /// definition, U by the memory recurrence. nullopt when the plan breaks the budget or the
+  /// deadline (the caller checks the plan's own rules).
+  [[nodiscard]] std::optional<std::vector<double>> assignment(const StagePlan& p,
+                                                              const PlanRequest& req) const {
     std::vector<double> x(static_cast<std::size_t>(m_.num_vars()), 0.0);
-    auto set = [&](int col, double v) {
-      if (col != kNone) x[col] = v;
+    auto set = [&](int col, char v) {
+      if (col != kNone) x[col] = v ? 1.0 : 0.0;
     };
-    auto stored = [&](int t, int i) { return !paged.empty() && paged[i] && t >= i + 2; };
+    double time_s = 0;
     for (int t = 0; t < n_; ++t) {
-      set(r_[t][t], 1);
       double u = 0;
-      for (int i = 0; i < t; ++i) {
-        if (!res[t][i]) continue;
-        // Reachable: carried over, just computed, or paged in at the end of the last stage.
-        const bool carried = t >= 1 && (res[t - 1][i] || i == t - 1);
-        if (!carried && !stored(t - 1, i)) return std::nullopt;
-        if (!carried) set(min_[t - 1][i], 1);
-        set(sram_[t][i], 1);
-        u += static_cast<double>(g_.nodes[i].output_bytes);
+      for (int i = 0; i <= t; ++i) {
+        set(r_[t][i], p.compute[t][i]);
+        set(sram_[t][i], p.ram[t][i]);
+        set(ssd_[t][i], p.ssd[t][i]);
+        set(min_[t][i], p.page_in[t][i]);
+        set(mout_[t][i], p.page_out[t][i]);
+        if (i < t && p.ram[t][i]) u += static_cast<double>(g_.nodes[i].output_bytes);
       }
-      for (int i = 0; i < t; ++i) {
-        if (stored(t, i)) set(ssd_[t][i], 1);
-        if (!paged.empty() && paged[i] && t == i + 1) {
-          if (!res[t][i]) return std::nullopt;
-          set(mout_[t][i], 1);
-        }
-      }
-      for (int i : inputs_[t])
-        if (!res[t][i] && i != t) return std::nullopt;
       for (int k = 0; k <= t; ++k) {
-        if (k == t) u += static_cast<double>(g_.nodes[t].output_bytes);
-        set(u_[t][k], u * mem_scale_);
+        if (p.compute[t][k]) {
+          u += static_cast<double>(g_.nodes[k].output_bytes);
+          time_s += g_.nodes[k].time_s;
+        }
+        x[u_[t][k]] = u * mem_scale_;
         if (u * mem_scale_ > 1 + 1e-9) return std::nullopt;
-        if (k != t) continue;
         for (const auto& [i, col] : free_[t][k]) {
-          const bool kept = t + 1 < n_ && res[t + 1][i];
-          if (!kept) {
-            set(col, 1);
-            u -= static_cast<double>(g_.nodes[i].output_bytes);
-          }
+          if (!frees_after(p, users_, t, i, k)) continue;
+          x[col] = 1;
+          u -= static_cast<double>(g_.nodes[i].output_bytes);
         }
       }
     }
+    if (time_s > req.deadline_s * (1 + 1e-9)) return std::nullopt;
     return x;
   }
 
@@ -292,8 +210,8 @@ class PoetModel {
 PoetModelInfo build_poet_model(const TrainingGraph& graph, const PlanRequest& request) {
   PoetModel poet(graph, request);
   PoetModelInfo info;
-  info.warm_start = poet.warm_start(request);
-  info.fallback = poet.fallback(request);
+  if (auto plan = greedy_stage_plan(graph, request.budget_bytes, request.deadline_s))
+    info.warm_start = poet.assignment(*plan, request);
   info.model = std::move(poet.model());
   return info;
 }
@@ -318,7 +236,30 @@ std::string infeasibility_reason(const TrainingGraph& graph, const PlanRequest& 
   return {};
 }
 
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// Fills the result's claims from a plan. Every node is computed at least once, so one pass
+/// is a lower bound whatever else is known.
+void claim(const TrainingGraph& graph, const StagePlan& plan, double bound_j,
+           double relative_gap, PlanResult& result) {
+  const StagePlanCosts costs = evaluate_stage_plan(graph, plan);
+  result.objective_j = costs.energy_j;
+  result.claimed_peak_bytes = costs.peak_bytes;
+  result.bound_j = std::max(bound_j, graph.single_pass_energy_j());
+  result.bound_j = std::min(result.bound_j, result.objective_j);
+  result.gap = (result.objective_j - result.bound_j) / std::max(result.objective_j, 1e-300);
+  result.status = result.gap <= relative_gap ? ModelStatus::kOptimal : ModelStatus::kFeasible;
+  result.schedule = to_schedule(graph, plan);
+}
+
+}  // namespace
+
 PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver) {
+  const auto start = std::chrono::steady_clock::now();
   PlanResult result;
   result.planner = "poet";
   if (std::string why = infeasibility_reason(graph, request); !why.empty()) {
@@ -326,6 +267,19 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     result.why = std::move(why);
     return result;
   }
+  // The greedy plan often proves itself: within the gap of one pass's energy, no solver is
+  // needed (store-all, whenever it fits, is exactly optimal). Otherwise it is the solver's
+  // warm start and what is returned if the solver finds nothing better.
+  std::optional<StagePlan> heuristic =
+      greedy_stage_plan(graph, request.budget_bytes, request.deadline_s);
+  if (heuristic) {
+    claim(graph, *heuristic, 0, request.relative_gap, result);
+    if (result.status == ModelStatus::kOptimal) {
+      result.solve_time_s = seconds_since(start);
+      return result;
+    }
+  }
+
   PoetModel poet(graph, request);
   MilpModel& model = poet.model();
   result.variables = model.num_vars();
@@ -333,8 +287,35 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   result.rows = model.num_rows();
   result.nonzeros = model.num_nonzeros();
 
+  // The LP relaxation's optimum is a bound that often proves the heuristic within the gap;
+  // CBC's own root solve on large models spends its whole limit in preprocessing first.
+  double lp_bound_j = 0;
+  const RelaxationResult lp =
+      solver.solve_relaxation(model, std::max(1.0, request.time_limit_s - seconds_since(start)));
+  if (lp.infeasible) {
+    result.status = ModelStatus::kInfeasible;
+    result.schedule.reset();
+    result.why = "no schedule fits a budget of " + human_bytes(request.budget_bytes) +
+                 " and the deadline together (even fractionally); loosen either";
+    result.solve_time_s = seconds_since(start);
+    return result;
+  }
+  if (lp.optimal) lp_bound_j = lp.objective / poet.energy_scale();
+  if (heuristic) {
+    claim(graph, *heuristic, lp_bound_j, request.relative_gap, result);
+    if (result.status == ModelStatus::kOptimal) {
+      result.solve_time_s = seconds_since(start);
+      return result;
+    }
+  }
+
+  // Too little time left for branch and bound: the heuristic and the bound are the answer.
+  if (heuristic && request.time_limit_s - seconds_since(start) < 1.0) {
+    result.solve_time_s = seconds_since(start);
+    return result;
+  }
   SolveOptions options;
-  options.time_limit_s = request.time_limit_s;
+  options.time_limit_s = std::max(1.0, request.time_limit_s - seconds_since(start));
   options.relative_gap = request.relative_gap;
   options.threads = request.threads;
   options.backend_parameters = request.solver_parameters;
@@ -347,23 +328,28 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
       request.progress(unscaled);
     };
   }
-  options.warm_start = poet.warm_start(request);
-  options.fallback = poet.fallback(request);
+  if (heuristic) {
+    options.warm_start = poet.assignment(*heuristic, request);
+    assert(options.warm_start && model.max_violation(*options.warm_start) < 1e-6);
+    options.fallback = options.warm_start;
+  }
 
   const SolveResult solved = solver.solve(model, options);
   result.call = solved.call;
-  result.status = solved.model;
-  result.solve_time_s = solved.solve_time_s;
+  result.solve_time_s = seconds_since(start);
   if (solved.call != CallStatus::kOk) {
+    result.status = ModelStatus::kNoSolutionFound;
+    result.schedule.reset();
     result.why = solved.message;
     return result;
   }
-  result.bound_j = solved.bound / scale;
   if (!solved.has_solution()) {
+    result.status = solved.model;
+    result.bound_j = solved.bound / scale;
     if (solved.model == ModelStatus::kInfeasible) {
       result.why = "no schedule fits a budget of " + human_bytes(request.budget_bytes) +
                    " and the deadline together; loosen either";
-    } else if (solved.solve_time_s >= request.time_limit_s) {
+    } else if (solved.solve_time_s >= options.time_limit_s) {
       result.why = "the time limit (" + std::to_string(static_cast<int>(request.time_limit_s)) +
                    " s) ran out before a schedule was found" +
                    (solved.message.empty() ? "" : " (" + solved.message + ")");
@@ -377,13 +363,9 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     }
     return result;
   }
-  result.objective_j = solved.objective / scale;
-  // Every node is computed at least once: one pass is a lower bound whatever the solver says.
-  result.bound_j = std::max(result.bound_j, graph.single_pass_energy_j());
-  result.bound_j = std::min(result.bound_j, result.objective_j);
-  result.gap = (result.objective_j - result.bound_j) / std::max(result.objective_j, 1e-300);
-  if (result.gap <= request.relative_gap) result.status = ModelStatus::kOptimal;
-  result.schedule = poet.extract(solved.x, &result.claimed_peak_bytes);
+  const StagePlan plan = poet.plan_from(solved.x);
+  assert(check_stage_plan(graph, plan).empty());
+  claim(graph, plan, std::max(solved.bound / scale, lp_bound_j), request.relative_gap, result);
   return result;
 }
 

@@ -42,6 +42,29 @@ TEST(PoetOnTheZoo, MlpSchedulesPassTheSimulatorAtFallingBudgets) {
   }
 }
 
+TEST(PoetOnTheZoo, ResNet18CifarIsWithinOnePercentOfOptimalAtHalfMemory) {
+  // Issue #3's target graph: ~135 training nodes, ~66 000 binaries in POET's model.
+  const auto g = build_training_graph(zoo_model("resnet18-cifar", 1), testing::LinearCosts());
+  auto solver = make_cbc_solver();
+  for (int percent : {75, 50}) {
+    PlanRequest req;
+    req.budget_bytes = g.store_all_peak_bytes() * static_cast<uint64_t>(percent) / 100;
+    req.deadline_s = std::numeric_limits<double>::infinity();
+    req.relative_gap = 0.01;
+    req.time_limit_s = 60;
+    req.threads = 2;
+    const auto r = plan_poet(g, req, *solver);
+    SCOPED_TRACE(std::to_string(percent) + "% of store-all");
+    ASSERT_TRUE(r.schedule) << r.why;
+    EXPECT_EQ(r.status, ModelStatus::kOptimal) << "gap " << r.gap;
+    EXPECT_LE(r.gap, 0.01);
+    const auto sim = simulate(g, *r.schedule, req.budget_bytes);
+    ASSERT_TRUE(sim.valid) << sim.error;
+    EXPECT_NEAR(sim.energy_j, r.objective_j, 1e-6 * r.objective_j);
+    EXPECT_LE(sim.peak_bytes, r.claimed_peak_bytes);
+  }
+}
+
 TEST(PoetWarmStart, ASolverOutOfTimeStillReturnsAValidScheduleWithAnHonestGap) {
   const auto g = build_training_graph(zoo_model("resnet18-cifar", 1), testing::LinearCosts());
   PlanRequest req;

@@ -1,0 +1,323 @@
+#include "planner/stage_plan.h"
+
+#include <algorithm>
+#include <cassert>
+#include <climits>
+#include <queue>
+
+namespace ergon::planner {
+
+StagePlan::StagePlan(int nodes) : n(nodes) {
+  const std::vector<std::vector<char>> zero(n, std::vector<char>(n, 0));
+  compute = ram = ssd = page_in = page_out = zero;
+}
+
+std::string check_stage_plan(const TrainingGraph& graph, const StagePlan& p) {
+  const int n = graph.size();
+  if (p.n != n) return "plan has " + std::to_string(p.n) + " stages for " + std::to_string(n) + " nodes";
+  const auto inputs = graph.inputs();
+  auto where = [&](int t, int i) {
+    return " (stage " + std::to_string(t) + ", " + graph.nodes[i].name + ")";
+  };
+  for (int t = 0; t < n; ++t) {
+    if (!p.compute[t][t]) return "a stage does not compute its own node" + where(t, t);
+    for (int i = t; i < n; ++i) {
+      if (i > t && p.compute[t][i]) return "a stage computes a later node" + where(t, i);
+      if (p.ram[t][i] || p.ssd[t][i] || p.page_in[t][i] || p.page_out[t][i])
+        return "a stage holds or pages a node not computed yet" + where(t, i);
+    }
+    for (int k = 0; k <= t; ++k) {
+      if (!p.compute[t][k]) continue;
+      for (int i : inputs[k])
+        if (!p.compute[t][i] && !p.ram[t][i]) return "an input is missing" + where(t, i);
+    }
+    for (int i = 0; i < t; ++i) {
+      if (p.page_in[t][i] && !p.ssd[t][i]) return "page-in of a tensor not on storage" + where(t, i);
+      if (p.page_out[t][i] && !p.ram[t][i]) return "page-out of a tensor not in RAM" + where(t, i);
+    }
+    if (t + 1 < n) {
+      for (int i = 0; i <= t; ++i) {
+        if (p.ram[t + 1][i] && !p.ram[t][i] && !p.compute[t][i] && !p.page_in[t][i])
+          return "a tensor appears in RAM from nowhere" + where(t + 1, i);
+        if (p.ssd[t + 1][i] && !p.ssd[t][i] && !p.page_out[t][i])
+          return "a tensor appears on storage from nowhere" + where(t + 1, i);
+      }
+    }
+  }
+  return {};
+}
+
+bool frees_after(const StagePlan& p, const std::vector<std::vector<int>>& users, int t, int i,
+                 int k) {
+  if (!p.compute[t][k]) return false;
+  if (t + 1 < p.n && p.ram[t + 1][i]) return false;
+  for (int j : users[i])
+    if (j > k && j <= t && p.compute[t][j]) return false;
+  return true;
+}
+
+namespace {
+
+StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vector<int>>& inputs,
+                        const std::vector<std::vector<int>>& users, const StagePlan& p) {
+  const int n = graph.size();
+  StagePlanCosts c;
+  c.stage_peak_bytes.assign(n, 0);
+  for (int t = 0; t < n; ++t) {
+    int64_t u = 0;
+    for (int i = 0; i < t; ++i) {
+      if (p.ram[t][i]) u += static_cast<int64_t>(graph.nodes[i].output_bytes);
+      if (p.page_in[t][i]) c.energy_j += graph.nodes[i].pagein_energy_j;
+      if (p.page_out[t][i]) c.energy_j += graph.nodes[i].pageout_energy_j;
+    }
+    int64_t peak = u;
+    for (int k = 0; k <= t; ++k) {
+      if (!p.compute[t][k]) continue;
+      c.energy_j += graph.nodes[k].energy_j;
+      c.compute_time_s += graph.nodes[k].time_s;
+      u += static_cast<int64_t>(graph.nodes[k].output_bytes);
+      peak = std::max(peak, u);
+      for (int i : inputs[k])
+        if (frees_after(p, users, t, i, k)) u -= static_cast<int64_t>(graph.nodes[i].output_bytes);
+      if (frees_after(p, users, t, k, k)) u -= static_cast<int64_t>(graph.nodes[k].output_bytes);
+    }
+    c.stage_peak_bytes[t] = static_cast<uint64_t>(peak);
+    c.peak_bytes = std::max(c.peak_bytes, c.stage_peak_bytes[t]);
+  }
+  return c;
+}
+
+}  // namespace
+
+StagePlanCosts evaluate_stage_plan(const TrainingGraph& graph, const StagePlan& plan) {
+  return evaluate(graph, graph.inputs(), graph.users(), plan);
+}
+
+Schedule to_schedule(const TrainingGraph& graph, const StagePlan& p) {
+  const int n = graph.size();
+  const auto inputs = graph.inputs();
+  const auto users = graph.users();
+  Schedule s;
+  std::vector<char> resident(n, 0);
+  auto free_if = [&](bool cond, int i) {
+    if (cond && resident[i]) {
+      s.steps.push_back({StepKind::kFree, i});
+      resident[i] = 0;
+    }
+  };
+  for (int t = 0; t < n; ++t) {
+    for (int i = 0; i < t; ++i)
+      if (p.page_out[t][i]) s.steps.push_back({StepKind::kPageOut, i});
+    for (int k = 0; k <= t; ++k) {
+      if (!p.compute[t][k]) continue;
+      s.steps.push_back({StepKind::kCompute, k});
+      resident[k] = 1;
+      for (int i : inputs[k]) free_if(frees_after(p, users, t, i, k), i);
+      free_if(frees_after(p, users, t, k, k), k);
+    }
+    if (t + 1 == n) break;
+    for (int i = 0; i <= t; ++i) free_if(!p.ram[t + 1][i], i);
+    for (int i = 0; i < t; ++i) {
+      if (!p.page_in[t][i]) continue;
+      s.steps.push_back({StepKind::kPageIn, i});
+      resident[i] = 1;
+      free_if(!p.ram[t + 1][i], i);
+    }
+  }
+  return s;
+}
+
+namespace {
+
+/// How a tensor needed in a stage, and not there yet, gets there.
+enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute };
+using Choices = std::vector<std::vector<char>>;  // [stage][node]
+
+struct Gap {
+  int node = 0;
+  int from = 0;  ///< the last stage the tensor was present in before
+  int to = 0;    ///< the stage that needs it
+  Bridge used = kCarry;
+};
+
+struct State {
+  Choices choices;
+  StagePlan plan{0};
+  std::vector<Gap> gaps;
+  StagePlanCosts costs;
+  double excess = 0;  ///< sum over stages of bytes above the budget
+};
+
+class Greedy {
+ public:
+  Greedy(const TrainingGraph& g, uint64_t budget_bytes, double deadline_s)
+      : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget_bytes),
+        deadline_(deadline_s) {}
+
+  std::optional<StagePlan> run() {
+    State s = measure(Choices(n_, std::vector<char>(n_, kUnset)));
+    if (!fits_deadline(s)) return std::nullopt;
+    while (s.excess > 0) {
+      std::optional<State> best;
+      double best_score = 0;
+      for (const Gap& gap : s.gaps) {
+        if (gap.used != kCarry || gap.to - gap.from < 2 || !covers_excess(s, gap)) continue;
+        for (Bridge alt : {kRecompute, kPage}) {
+          State next = with_choice(s, gap, alt);
+          const double relief = s.excess - next.excess;
+          if (relief <= 0 || !fits_deadline(next)) continue;
+          const double score = (next.costs.energy_j - s.costs.energy_j) / relief;
+          if (!best || score < best_score) {
+            best_score = score;
+            best = std::move(next);
+          }
+        }
+      }
+      if (!best) return std::nullopt;
+      s = std::move(*best);
+    }
+    improve(s);
+    return std::move(s.plan);
+  }
+
+ private:
+  bool fits_deadline(const State& s) const {
+    return s.costs.compute_time_s <= deadline_ * (1 + 1e-9);
+  }
+
+  bool covers_excess(const State& s, const Gap& gap) const {
+    for (int t = gap.from + 1; t < gap.to; ++t)
+      if (s.costs.stage_peak_bytes[t] > budget_) return true;
+    return false;
+  }
+
+  State with_choice(const State& s, const Gap& gap, Bridge b) const {
+    Choices c = s.choices;
+    c[gap.to][gap.node] = b;
+    return measure(std::move(c));
+  }
+
+  /// Changes made to fit the budget that later changes made unnecessary, or that another
+  /// bridge does more cheaply, are changed back while the plan still fits.
+  void improve(State& s) const {
+    for (int round = 0; round < 4 * n_; ++round) {
+      bool improved = false;
+      for (const Gap& gap : s.gaps) {
+        if (gap.used == kCarry) continue;
+        for (Bridge alt : {kCarry, kRecompute, kPage}) {
+          if (alt == gap.used) continue;
+          State next = with_choice(s, gap, alt);
+          if (next.excess > 0 || !fits_deadline(next)) continue;
+          if (next.costs.energy_j < s.costs.energy_j * (1 - 1e-12)) {
+            s = std::move(next);
+            improved = true;
+            break;
+          }
+        }
+        if (improved) break;
+      }
+      if (!improved) return;
+    }
+  }
+
+  State measure(Choices c) const {
+    State s;
+    s.plan = derive(c, s.gaps);
+    s.choices = std::move(c);
+    s.costs = evaluate(g_, inputs_, users_, s.plan);
+    for (uint64_t peak : s.costs.stage_peak_bytes)
+      if (peak > budget_) s.excess += static_cast<double>(peak - budget_);
+    return s;
+  }
+
+  /// The plan the choices describe. Each stage needs its node's inputs; a tensor not
+  /// computed in the stage and not resident is bridged from the last stage it was present
+  /// in: carried, paged out (in the stage after that) and back in (in the stage before), or
+  /// recomputed in the stage, which needs its own inputs in turn. Unset choices carry what
+  /// a stage's node reads directly; what only a recomputation reads is carried when it is
+  /// carried to a later stage anyway, and recomputed otherwise.
+  StagePlan derive(const Choices& c, std::vector<Gap>& gaps) const {
+    StagePlan p(n_);
+    gaps.clear();
+    std::vector<int> carry_until(n_, -1);
+    for (int j = 0; j < n_; ++j)
+      for (int u : users_[j])
+        if (c[u][j] == kUnset || c[u][j] == kCarry) carry_until[j] = std::max(carry_until[j], u);
+    std::vector<int> last(n_, -1);
+    std::vector<int> ssd_from(n_, INT_MAX);
+    std::vector<int> queued(n_, -1);
+    for (int t = 0; t < n_; ++t) {
+      p.compute[t][t] = 1;
+      std::priority_queue<int> need;
+      for (int i : inputs_[t]) {
+        need.push(i);
+        queued[i] = t;
+      }
+      const auto& direct = inputs_[t];
+      while (!need.empty()) {
+        const int i = need.top();
+        need.pop();
+        if (p.compute[t][i] || p.ram[t][i]) continue;
+        const int a = last[i];
+        assert(a >= i && a < t);
+        auto b = static_cast<Bridge>(c[t][i]);
+        if (b == kUnset) {
+          const bool is_direct = std::find(direct.begin(), direct.end(), i) != direct.end();
+          b = is_direct || carry_until[i] > t ? kCarry : kRecompute;
+        }
+        if (b == kPage) {
+          bool on_ssd = ssd_from[i] <= t - 1;
+          if (!on_ssd && a + 1 <= t - 2) {
+            p.ram[a + 1][i] = 1;
+            p.page_out[a + 1][i] = 1;
+            ssd_from[i] = a + 2;
+            for (int s = a + 2; s < n_; ++s) p.ssd[s][i] = 1;
+            on_ssd = true;
+          }
+          if (on_ssd) {
+            p.page_in[t - 1][i] = 1;
+            p.ram[t][i] = 1;
+            last[i] = t;
+            gaps.push_back({i, a, t, kPage});
+            continue;
+          }
+          b = kCarry;
+        }
+        if (b == kRecompute) {
+          p.compute[t][i] = 1;
+          for (int j : inputs_[i]) {
+            if (queued[j] == t) continue;
+            queued[j] = t;
+            need.push(j);
+          }
+          gaps.push_back({i, a, t, kRecompute});
+          continue;
+        }
+        for (int s = a + 1; s <= t; ++s) p.ram[s][i] = 1;
+        last[i] = t;
+        gaps.push_back({i, a, t, kCarry});
+      }
+      for (int i = 0; i <= t; ++i)
+        if (p.compute[t][i]) last[i] = t;
+    }
+    return p;
+  }
+
+  const TrainingGraph& g_;
+  int n_;
+  std::vector<std::vector<int>> inputs_, users_;
+  uint64_t budget_;
+  double deadline_;
+};
+
+}  // namespace
+
+std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
+                                           double deadline_s) {
+  if (graph.size() == 0) return std::nullopt;
+  std::optional<StagePlan> plan = Greedy(graph, budget_bytes, deadline_s).run();
+  assert(!plan || check_stage_plan(graph, *plan).empty());
+  return plan;
+}
+
+}  // namespace ergon::planner

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+#include "planner/schedule.h"
+
+namespace ergon::planner {
+
+/// A schedule in the POET model's stage form (DESIGN.md, Planner). Stage t computes the nodes
+/// marked in `compute[t]` in ascending order, the last one being t; `ram[t]` and `ssd[t]`
+/// mark the outputs in RAM and on storage at the start of stage t; `page_in[t]` and
+/// `page_out[t]` the transfers during stage t. Matrices are indexed [stage][node].
+/// The POET MILP's binaries describe exactly this, so a heuristic that builds one gives the
+/// solver a warm start it can check row by row.
+struct StagePlan {
+  explicit StagePlan(int nodes);
+  int n = 0;
+  std::vector<std::vector<char>> compute, ram, ssd, page_in, page_out;
+};
+
+/// A plan measured the way POET's model measures it.
+struct StagePlanCosts {
+  double energy_j = 0;        ///< compute + paging energy
+  double compute_time_s = 0;  ///< every compute (POET leaves paging time out)
+  /// Memory as the model's U counts it: after each compute allocates its output and before
+  /// the frees it triggers; a paged-in output counts from the next stage on.
+  uint64_t peak_bytes = 0;
+  std::vector<uint64_t> stage_peak_bytes;
+};
+
+/// Empty when `plan` obeys the model's rules: each stage computes its own node last; every
+/// input of a computed node is computed earlier in the stage or resident; residency comes
+/// from the previous stage (carried, computed or paged in); storage only from a page-out;
+/// page-outs read RAM and page-ins read storage. Otherwise the first broken rule.
+std::string check_stage_plan(const TrainingGraph& graph, const StagePlan& plan);
+
+StagePlanCosts evaluate_stage_plan(const TrainingGraph& graph, const StagePlan& plan);
+
+/// POET's Free[t,(i,k)]: whether i's output is dropped right after k is computed in stage t
+/// (k computed, i not kept for stage t + 1, and no later consumer of i computed in stage t).
+/// `users` is graph.users(); the edge (k,k) frees k's own output.
+bool frees_after(const StagePlan& plan, const std::vector<std::vector<int>>& users, int t,
+                 int i, int k);
+
+/// The ordered steps of a plan: per stage, page-outs, then computes (each followed by the
+/// frees it triggers), then drops of what the next stage does not keep, then page-ins.
+Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan);
+
+/// A fast heuristic for POET's problem: starting from store-all, repeatedly bridges the
+/// stretch of some tensor's residency that is cheapest to give up per byte over the budget,
+/// either by recomputing it where it is needed (with whatever it needs that is not resident)
+/// or by paging it out and back in, until every stage fits `budget_bytes`; then undoes each
+/// change that is no longer needed. Respects `deadline_s` (compute time). nullopt when it
+/// finds no plan, which does not prove that none exists.
+std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
+                                           double deadline_s);
+
+}  // namespace ergon::planner

@@ -1,0 +1,112 @@
+#include "planner/stage_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "brute_force.h"
+#include "planner/graph.h"
+#include "planner/schedule.h"
+#include "planner/zoo.h"
+#include "test_graphs.h"
+
+namespace ergon::planner {
+namespace {
+
+using testing::LinearCosts;
+using testing::random_forward;
+
+// What the model claims of a plan must hold in the independent simulator.
+void expect_plan_holds(const TrainingGraph& g, const StagePlan& plan, uint64_t budget) {
+  ASSERT_EQ(check_stage_plan(g, plan), "");
+  const StagePlanCosts claim = evaluate_stage_plan(g, plan);
+  EXPECT_LE(claim.peak_bytes, budget);
+  const ScheduleReport sim = simulate(g, to_schedule(g, plan), budget);
+  ASSERT_TRUE(sim.valid) << sim.error;
+  EXPECT_NEAR(sim.energy_j, claim.energy_j, 1e-9 * claim.energy_j);
+  EXPECT_NEAR(sim.compute_time_s, claim.compute_time_s, 1e-9 * claim.compute_time_s);
+  EXPECT_LE(sim.peak_bytes, claim.peak_bytes);
+}
+
+TEST(GreedyStagePlan, IsStoreAllWhenStoreAllFits) {
+  const auto g = build_training_graph(random_forward(6, 4, true), LinearCosts());
+  const auto plan = greedy_stage_plan(g, g.store_all_peak_bytes(), 1e9);
+  ASSERT_TRUE(plan);
+  expect_plan_holds(g, *plan, g.store_all_peak_bytes());
+  EXPECT_DOUBLE_EQ(evaluate_stage_plan(g, *plan).energy_j, g.single_pass_energy_j());
+  EXPECT_EQ(evaluate_stage_plan(g, *plan).peak_bytes, g.store_all_peak_bytes());
+}
+
+TEST(GreedyStagePlan, NeverBeatsTheExhaustiveOptimumAndAlwaysHoldsUp) {
+  int found = 0;
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
+    const auto g = build_training_graph(random_forward(3, seed, seed % 2 == 0), LinearCosts());
+    const uint64_t lo = g.min_working_set_bytes();
+    const uint64_t hi = g.store_all_peak_bytes();
+    for (int step = 0; step <= 4; ++step) {
+      const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 4;
+      const auto plan = greedy_stage_plan(g, budget, 1e9);
+      if (!plan) continue;
+      ++found;
+      SCOPED_TRACE("seed " + std::to_string(seed) + " budget " + std::to_string(budget));
+      expect_plan_holds(g, *plan, budget);
+      const double truth = testing::BruteForce(g, budget, 1e9).min_energy();
+      EXPECT_GE(evaluate_stage_plan(g, *plan).energy_j, truth * (1 - 1e-9));
+    }
+  }
+  EXPECT_GE(found, 30);
+}
+
+TEST(GreedyStagePlan, KeepsToTheDeadline) {
+  // At a deadline of exactly one pass nothing can be recomputed; only paging can save memory.
+  const auto g = build_training_graph(zoo_model("mlp", 1), LinearCosts());
+  const uint64_t budget = g.store_all_peak_bytes() * 3 / 4;
+  const auto plan = greedy_stage_plan(g, budget, g.single_pass_time_s());
+  ASSERT_TRUE(plan);
+  expect_plan_holds(g, *plan, budget);
+  const auto sim = simulate(g, to_schedule(g, *plan));
+  EXPECT_EQ(sim.recomputes, 0);
+  EXPECT_GT(sim.page_outs, 0);
+}
+
+TEST(GreedyStagePlan, ZooPlansHoldUpInTheSimulatorAtFallingBudgets) {
+  for (const char* model : {"mlp", "bert-tiny", "resnet18-cifar", "vgg16-cifar"}) {
+    const auto g = build_training_graph(zoo_model(model, 1), LinearCosts());
+    double last_energy_j = 0;
+    for (int percent : {90, 70, 55}) {
+      const uint64_t budget = g.store_all_peak_bytes() * static_cast<uint64_t>(percent) / 100;
+      if (budget < g.min_working_set_bytes()) continue;
+      SCOPED_TRACE(std::string(model) + " at " + std::to_string(percent) + "%");
+      const auto plan = greedy_stage_plan(g, budget, 1e9);
+      ASSERT_TRUE(plan);
+      expect_plan_holds(g, *plan, budget);
+      const double energy_j = evaluate_stage_plan(g, *plan).energy_j;
+      EXPECT_GE(energy_j, g.single_pass_energy_j() * (1 - 1e-12));
+      last_energy_j = energy_j;
+    }
+    EXPECT_GT(last_energy_j, 0) << model << ": no budget was tried";
+  }
+}
+
+TEST(StagePlanCheck, NamesTheRuleABrokenPlanBreaks) {
+  const auto g = build_training_graph(random_forward(3, 2, false), LinearCosts());
+  auto plan = *greedy_stage_plan(g, g.store_all_peak_bytes(), 1e9);
+  ASSERT_EQ(check_stage_plan(g, plan), "");
+  // Drop a resident input of the last stage: the backward node has nothing to read.
+  const int last = g.size() - 1;
+  const int input = g.inputs()[last].front();
+  auto missing = plan;
+  for (int t = input + 1; t <= last; ++t) missing.ram[t][input] = 0;
+  EXPECT_NE(check_stage_plan(g, missing).find("input is missing"), std::string::npos);
+
+  auto from_nowhere = plan;
+  from_nowhere.ram[last][0] = 1;
+  from_nowhere.ram[last - 1][0] = 0;
+  from_nowhere.compute[last - 1][0] = 0;
+  EXPECT_NE(check_stage_plan(g, from_nowhere), "");
+
+  auto unstored = plan;
+  unstored.page_in[2][0] = 1;
+  EXPECT_NE(check_stage_plan(g, unstored).find("not on storage"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ergon::planner
