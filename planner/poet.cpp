@@ -63,8 +63,13 @@ class PoetModel {
   [[nodiscard]] std::optional<std::vector<double>> assignment(const StagePlan& p,
                                                               const PlanRequest& req) const {
     std::vector<double> x(static_cast<std::size_t>(m_.num_vars()), 0.0);
+    bool representable = true;  // false when the plan uses a move the model does not allow
     auto set = [&](int col, char v) {
-      if (col != kNone) x[col] = v ? 1.0 : 0.0;
+      if (col != kNone) {
+        x[col] = v ? 1.0 : 0.0;
+      } else if (v) {
+        representable = false;
+      }
     };
     double time_s = 0;
     for (int t = 0; t < n_; ++t) {
@@ -91,7 +96,7 @@ class PoetModel {
         }
       }
     }
-    if (time_s > req.deadline_s * (1 + 1e-9)) return std::nullopt;
+    if (!representable || time_s > req.deadline_s * (1 + 1e-9)) return std::nullopt;
     return x;
   }
 
@@ -118,11 +123,15 @@ class PoetModel {
 
     for (int t = 0; t < n_; ++t) {
       for (int i = 0; i <= t; ++i) {
-        r_[t][i] = i == t ? m_.add_var(1, 1, nodes[i].energy_j * e, MilpModel::VarType::kBinary)
-                          : binary(nodes[i].energy_j * e);
+        if (i == t) {
+          r_[t][i] = m_.add_var(1, 1, nodes[i].energy_j * e, MilpModel::VarType::kBinary);
+        } else if (req.allowed.recompute) {
+          r_[t][i] = binary(nodes[i].energy_j * e);
+        }
       }
       for (int i = 0; i < t; ++i) {
         sram_[t][i] = binary();
+        if (!req.allowed.paging) continue;
         ssd_[t][i] = binary();
         min_[t][i] = binary(nodes[i].pagein_energy_j * e);
         mout_[t][i] = binary(nodes[i].pageout_energy_j * e);
@@ -210,7 +219,7 @@ class PoetModel {
 PoetModelInfo build_poet_model(const TrainingGraph& graph, const PlanRequest& request) {
   PoetModel poet(graph, request);
   PoetModelInfo info;
-  if (auto plan = greedy_stage_plan(graph, request.budget_bytes, request.deadline_s))
+  if (auto plan = greedy_stage_plan(graph, request.budget_bytes, request.deadline_s, request.allowed))
     info.warm_start = poet.assignment(*plan, request);
   info.model = std::move(poet.model());
   return info;
@@ -271,7 +280,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   // needed (store-all, whenever it fits, is exactly optimal). Otherwise it is the solver's
   // warm start and what is returned if the solver finds nothing better.
   std::optional<StagePlan> heuristic =
-      greedy_stage_plan(graph, request.budget_bytes, request.deadline_s);
+      greedy_stage_plan(graph, request.budget_bytes, request.deadline_s, request.allowed);
   if (heuristic) {
     claim(graph, *heuristic, 0, request.relative_gap, result);
     if (result.status == ModelStatus::kOptimal) {

@@ -7,6 +7,7 @@
 #include "planner/graph.h"
 #include "planner/milp.h"
 #include "planner/schedule.h"
+#include "planner/stage_plan.h"
 
 namespace ergon::planner {
 
@@ -17,7 +18,9 @@ struct PlanRequest {
   double time_limit_s = 60;
   double relative_gap = 1e-6;
   int threads = 1;
-  std::optional<Schedule> warm_start;
+  /// POET may recompute and page; turning one off gives the Checkmate-style remat-only MILP
+  /// or a paging-only one, on the same model.
+  AllowedMoves allowed;
   std::function<void(const SolveProgress&)> progress;
   std::vector<std::pair<std::string, std::string>> solver_parameters;
 };

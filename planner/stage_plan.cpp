@@ -150,9 +150,12 @@ struct State {
 
 class Greedy {
  public:
-  Greedy(const TrainingGraph& g, uint64_t budget_bytes, double deadline_s)
+  Greedy(const TrainingGraph& g, uint64_t budget_bytes, double deadline_s, AllowedMoves allowed)
       : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget_bytes),
-        deadline_(deadline_s) {}
+        deadline_(deadline_s) {
+    if (allowed.recompute) bridges_.push_back(kRecompute);
+    if (allowed.paging) bridges_.push_back(kPage);
+  }
 
   std::optional<StagePlan> run() {
     State s = measure(Choices(n_, std::vector<char>(n_, kUnset)));
@@ -162,7 +165,7 @@ class Greedy {
       double best_score = 0;
       for (const Gap& gap : s.gaps) {
         if (gap.used != kCarry || gap.to - gap.from < 2 || !covers_excess(s, gap)) continue;
-        for (Bridge alt : {kRecompute, kPage}) {
+        for (Bridge alt : bridges_) {
           State next = with_choice(s, gap, alt);
           const double relief = s.excess - next.excess;
           if (relief <= 0 || !fits_deadline(next)) continue;
@@ -204,7 +207,7 @@ class Greedy {
       bool improved = false;
       for (const Gap& gap : s.gaps) {
         if (gap.used == kCarry) continue;
-        for (Bridge alt : {kCarry, kRecompute, kPage}) {
+        for (Bridge alt : bridges_with_carry()) {
           if (alt == gap.used) continue;
           State next = with_choice(s, gap, alt);
           if (next.excess > 0 || !fits_deadline(next)) continue;
@@ -303,19 +306,26 @@ class Greedy {
     return p;
   }
 
+  std::vector<Bridge> bridges_with_carry() const {
+    std::vector<Bridge> all = {kCarry};
+    all.insert(all.end(), bridges_.begin(), bridges_.end());
+    return all;
+  }
+
   const TrainingGraph& g_;
   int n_;
   std::vector<std::vector<int>> inputs_, users_;
   uint64_t budget_;
   double deadline_;
+  std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
 };
 
 }  // namespace
 
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
-                                           double deadline_s) {
+                                           double deadline_s, AllowedMoves allowed) {
   if (graph.size() == 0) return std::nullopt;
-  std::optional<StagePlan> plan = Greedy(graph, budget_bytes, deadline_s).run();
+  std::optional<StagePlan> plan = Greedy(graph, budget_bytes, deadline_s, allowed).run();
   assert(!plan || check_stage_plan(graph, *plan).empty());
   return plan;
 }

@@ -22,6 +22,13 @@ struct StagePlan {
   std::vector<std::vector<char>> compute, ram, ssd, page_in, page_out;
 };
 
+/// Which ways of saving memory a planner may use: POET uses both; Checkmate-style planning
+/// only recomputes; a paging-only planner only pages.
+struct AllowedMoves {
+  bool recompute = true;
+  bool paging = true;
+};
+
 /// A plan measured the way POET's model measures it.
 struct StagePlanCosts {
   double energy_j = 0;        ///< compute + paging energy
@@ -57,6 +64,6 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan);
 /// change that is no longer needed. Respects `deadline_s` (compute time). nullopt when it
 /// finds no plan, which does not prove that none exists.
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
-                                           double deadline_s);
+                                           double deadline_s, AllowedMoves allowed = {});
 
 }  // namespace ergon::planner
