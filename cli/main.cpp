@@ -278,6 +278,9 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--deadline", plan.deadline,
                        "compute time: factor of one pass (1.3x), seconds (0.2s) or none")
       ->capture_default_str();
+  plan_cmd->add_option("--planner", plan.planner,
+                       "poet (recompute and page), checkmate (recompute only), paging (page only)")
+      ->capture_default_str();
   plan_cmd->add_option("--objective", plan.objective, "poet: POET's MILP (ICML 2022)")
       ->capture_default_str();
   plan_cmd->add_option("--time-limit", plan.time_limit_s, "solver time limit, seconds")

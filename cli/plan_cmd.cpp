@@ -16,6 +16,7 @@
 #include "planner/graph_json.h"
 #include "planner/milp.h"
 #include "planner/onnx_import.h"
+#include "planner/planners.h"
 #include "planner/schedule.h"
 #include "planner/zoo.h"
 
@@ -100,7 +101,7 @@ PlanOutcome plan(const PlanArgs& args, bool live_progress) {
     };
   }
   auto solver = planner::make_cbc_solver();
-  o.result = planner::plan_poet(graph, req, *solver);
+  o.result = planner::run_planner(args.planner, graph, req, *solver);
   if (live_progress) std::cerr << "\r" << std::string(64, ' ') << "\r";
 
   o.store_all = planner::simulate(graph, planner::store_all_schedule(graph));
@@ -171,10 +172,10 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
                      std::isfinite(req.deadline_s) ? fmt::format("{:.4g} s", req.deadline_s)
                                                    : std::string("none"));
   if (r.variables > 0) {
-    out << fmt::format("poet MILP: {} variables ({} binary), {} rows, {} nonzeros; cbc {} thread(s)\n",
-                       r.variables, r.integers, r.rows, r.nonzeros, args.threads);
-  } else if (r.schedule) {
-    out << "poet: the greedy plan is within the gap of one pass's energy; no MILP needed\n";
+    out << fmt::format("{} MILP: {} variables ({} binary), {} rows, {} nonzeros; cbc {} thread(s)\n",
+                       r.planner, r.variables, r.integers, r.rows, r.nonzeros, args.threads);
+  } else if (r.schedule && (r.planner == "poet" || r.planner == "checkmate" || r.planner == "paging")) {
+    out << r.planner << ": the greedy plan is within the gap of one pass's energy; no MILP needed\n";
   }
   if (!r.schedule) {
     std::cerr << "ergon: " << r.why << "\n";

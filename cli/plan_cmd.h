@@ -20,6 +20,7 @@ struct PlanArgs {
   std::string budget = "50%";
   std::string deadline = "none";
   std::string objective = "poet";
+  std::string planner = "poet";
   double time_limit_s = 60;
   double gap = 1e-6;
   int threads = 2;

@@ -8,7 +8,7 @@
 // turns a crash into an error result instead of losing the process.
 
 #include <coin/Cbc_C_Interface.h>
-#include <coin/Clp_C_Interface.h>
+#include <coin/ClpSimplex.hpp>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -193,25 +193,24 @@ class CbcSolver final : public MilpSolver {
     RelaxationResult result;
     const auto start = std::chrono::steady_clock::now();
     const ColumnForm cf(m);
-    Clp_Simplex* lp = Clp_newModel();
-    Clp_setLogLevel(lp, 0);
-    Clp_loadProblem(lp, m.num_vars(), m.num_rows(), cf.col_start.data(), cf.row_of.data(),
-                    cf.value.data(), cf.col_lower.data(), cf.col_upper.data(),
-                    m.objective_.data(), cf.row_lower.data(), cf.row_upper.data());
-    Clp_setMaximumSeconds(lp, time_limit_s);
-    Clp_dual(lp, 0);
+    ClpSimplex lp;
+    lp.setLogLevel(0);
+    lp.loadProblem(m.num_vars(), m.num_rows(), cf.col_start.data(), cf.row_of.data(),
+                   cf.value.data(), cf.col_lower.data(), cf.col_upper.data(),
+                   m.objective_.data(), cf.row_lower.data(), cf.row_upper.data());
+    lp.setMaximumWallSeconds(time_limit_s);  // CLP's plain limit counts CPU time
+    lp.dual();
     result.solve_time_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (Clp_isProvenOptimal(lp) != 0) {
+    if (lp.isProvenOptimal()) {
       result.optimal = true;
-      result.objective = Clp_objectiveValue(lp);
-    } else if (Clp_isProvenPrimalInfeasible(lp) != 0) {
+      result.objective = lp.objectiveValue();
+    } else if (lp.isProvenPrimalInfeasible()) {
       result.infeasible = true;
     } else {
       result.message = "the LP relaxation did not finish in " +
                        std::to_string(static_cast<int>(time_limit_s)) + " s";
     }
-    Clp_deleteModel(lp);
     return result;
   }
 

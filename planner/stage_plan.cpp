@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <climits>
 #include <queue>
 
@@ -150,9 +151,13 @@ struct State {
 
 class Greedy {
  public:
-  Greedy(const TrainingGraph& g, uint64_t budget_bytes, double deadline_s, AllowedMoves allowed)
+  Greedy(const TrainingGraph& g, uint64_t budget_bytes, double deadline_s, AllowedMoves allowed,
+         double search_time_s)
       : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget_bytes),
-        deadline_(deadline_s) {
+        deadline_(deadline_s),
+        stop_at_(std::chrono::steady_clock::now() +
+                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(search_time_s))) {
     if (allowed.recompute) bridges_.push_back(kRecompute);
     if (allowed.paging) bridges_.push_back(kPage);
   }
@@ -160,24 +165,17 @@ class Greedy {
   std::optional<StagePlan> run() {
     State s = measure(Choices(n_, std::vector<char>(n_, kUnset)));
     if (!fits_deadline(s)) return std::nullopt;
-    while (s.excess > 0) {
-      std::optional<State> best;
-      double best_score = 0;
-      for (const Gap& gap : s.gaps) {
-        if (gap.used != kCarry || gap.to - gap.from < 2 || !covers_excess(s, gap)) continue;
-        for (Bridge alt : bridges_) {
-          State next = with_choice(s, gap, alt);
-          const double relief = s.excess - next.excess;
-          if (relief <= 0 || !fits_deadline(next)) continue;
-          const double score = (next.costs.energy_j - s.costs.energy_j) / relief;
-          if (!best || score < best_score) {
-            best_score = score;
-            best = std::move(next);
-          }
-        }
-      }
-      if (!best) return std::nullopt;
-      s = std::move(*best);
+    if (!repair(s)) {
+      // Stuck: no single bridge helps (deep recomputation chains need several at once).
+      // Start over from the other end, every tensor bridged wherever it waits, and let the
+      // local search carry tensors again while the plan still fits.
+      if (bridges_.empty()) return std::nullopt;
+      Choices all(n_, std::vector<char>(n_, kUnset));
+      for (int j = 0; j < n_; ++j)
+        for (int u : users_[j])
+          if (u - j >= 2) all[u][j] = bridges_.back();
+      s = measure(std::move(all));
+      if (!fits_deadline(s) || !repair(s)) return std::nullopt;
     }
     improve(s);
     return std::move(s.plan);
@@ -200,22 +198,51 @@ class Greedy {
     return measure(std::move(c));
   }
 
-  /// Changes made to fit the budget that later changes made unnecessary, or that another
-  /// bridge does more cheaply, are changed back while the plan still fits.
+  /// Bridges gaps until every stage fits: each time the one that costs the least energy per
+  /// byte of excess it removes. False when no bridge removes any.
+  bool repair(State& s) const {
+    while (s.excess > 0) {
+      std::optional<State> best;
+      double best_score = 0;
+      for (const Gap& gap : s.gaps) {
+        if (gap.used != kCarry || gap.to - gap.from < 2 || !covers_excess(s, gap)) continue;
+        for (Bridge alt : bridges_) {
+          State next = with_choice(s, gap, alt);
+          const double relief = s.excess - next.excess;
+          if (relief <= 0 || !fits_deadline(next)) continue;
+          const double score = (next.costs.energy_j - s.costs.energy_j) / relief;
+          if (!best || score < best_score) {
+            best_score = score;
+            best = std::move(next);
+          }
+        }
+      }
+      if (!best) return false;
+      s = std::move(*best);
+    }
+    return true;
+  }
+
+  /// Local search from a plan that fits. Each bridged gap in turn is tried with the other
+  /// bridges, and undone (carried again) with the excess that brings repaired greedily; the
+  /// first change that lowers the energy and still fits is kept, until none does or the
+  /// time is up. Undo-and-repair escapes the greedy's early, myopic choices.
   void improve(State& s) const {
-    for (int round = 0; round < 4 * n_; ++round) {
+    while (std::chrono::steady_clock::now() < stop_at_) {
       bool improved = false;
       for (const Gap& gap : s.gaps) {
         if (gap.used == kCarry) continue;
         for (Bridge alt : bridges_with_carry()) {
           if (alt == gap.used) continue;
           State next = with_choice(s, gap, alt);
-          if (next.excess > 0 || !fits_deadline(next)) continue;
+          if (!fits_deadline(next)) continue;
+          if (next.excess > 0 && (alt != kCarry || !repair(next))) continue;
           if (next.costs.energy_j < s.costs.energy_j * (1 - 1e-12)) {
             s = std::move(next);
             improved = true;
             break;
           }
+          if (std::chrono::steady_clock::now() >= stop_at_) return;
         }
         if (improved) break;
       }
@@ -318,14 +345,17 @@ class Greedy {
   uint64_t budget_;
   double deadline_;
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
+  std::chrono::steady_clock::time_point stop_at_;  ///< when local search gives up
 };
 
 }  // namespace
 
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
-                                           double deadline_s, AllowedMoves allowed) {
+                                           double deadline_s, AllowedMoves allowed,
+                                           double search_time_s) {
   if (graph.size() == 0) return std::nullopt;
-  std::optional<StagePlan> plan = Greedy(graph, budget_bytes, deadline_s, allowed).run();
+  std::optional<StagePlan> plan =
+      Greedy(graph, budget_bytes, deadline_s, allowed, search_time_s).run();
   assert(!plan || check_stage_plan(graph, *plan).empty());
   return plan;
 }

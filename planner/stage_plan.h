@@ -61,9 +61,11 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan);
 /// stretch of some tensor's residency that is cheapest to give up per byte over the budget,
 /// either by recomputing it where it is needed (with whatever it needs that is not resident)
 /// or by paging it out and back in, until every stage fits `budget_bytes`; then undoes each
-/// change that is no longer needed. Respects `deadline_s` (compute time). nullopt when it
-/// finds no plan, which does not prove that none exists.
+/// change that is no longer needed, and searches locally (each change swapped for another,
+/// or undone and the excess repaired) for up to `search_time_s`. Respects `deadline_s`
+/// (compute time). nullopt when it finds no plan, which does not prove that none exists.
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
-                                           double deadline_s, AllowedMoves allowed = {});
+                                           double deadline_s, AllowedMoves allowed = {},
+                                           double search_time_s = 5);
 
 }  // namespace ergon::planner

@@ -1,0 +1,31 @@
+#include "planner/planners.h"
+
+#include "common/error.h"
+
+namespace ergon::planner {
+
+const std::vector<std::string>& planner_names() {
+  static const std::vector<std::string> names = {"poet", "checkmate", "paging"};
+  return names;
+}
+
+PlanResult run_planner(const std::string& name, const TrainingGraph& graph,
+                       const PlanRequest& request, MilpSolver& solver) {
+  PlanRequest req = request;
+  if (name == "poet") {
+    req.allowed = {.recompute = true, .paging = true};
+  } else if (name == "checkmate") {
+    req.allowed = {.recompute = true, .paging = false};
+  } else if (name == "paging") {
+    req.allowed = {.recompute = false, .paging = true};
+  } else {
+    std::string known;
+    for (const auto& n : planner_names()) known += (known.empty() ? "" : ", ") + n;
+    throw InputError("unknown planner '" + name + "' (known: " + known + ")");
+  }
+  PlanResult r = plan_poet(graph, req, solver);
+  r.planner = name;
+  return r;
+}
+
+}  // namespace ergon::planner

@@ -1,0 +1,90 @@
+#include "cli/plan_cmd.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace ergon::cli {
+namespace {
+
+TEST(PlanArguments, BudgetTakesBytesUnitsAndPercentOfStoreAll) {
+  EXPECT_EQ(parse_budget("3000000", 0), 3000000U);
+  EXPECT_EQ(parse_budget("2MiB", 0), 2U << 20);
+  EXPECT_EQ(parse_budget("1.5MB", 0), 1500000U);
+  EXPECT_EQ(parse_budget("50%", 1000), 500U);
+  EXPECT_THROW(parse_budget("lots", 0), InputError);
+  EXPECT_THROW(parse_budget("0", 0), InputError);
+}
+
+TEST(PlanArguments, DeadlineTakesAFactorOfOnePassOrSeconds) {
+  EXPECT_DOUBLE_EQ(parse_deadline("1.5x", 2.0), 3.0);
+  EXPECT_DOUBLE_EQ(parse_deadline("0.2s", 2.0), 0.2);
+  EXPECT_DOUBLE_EQ(parse_deadline("250ms", 2.0), 0.25);
+  EXPECT_TRUE(std::isinf(parse_deadline("none", 2.0)));
+  EXPECT_THROW(parse_deadline("soon", 2.0), InputError);
+}
+
+nlohmann::json plan_json(PlanArgs args) {
+  args.json = true;
+  std::ostringstream out;
+  EXPECT_EQ(run_plan(args, out), 0);
+  return nlohmann::json::parse(out.str());
+}
+
+PlanArgs mlp_at(const std::string& budget) {
+  PlanArgs a;
+  a.model = "mlp";
+  a.board = "nrf52840";
+  a.budget = budget;
+  a.gap = 0.01;
+  a.time_limit_s = 5;  // checkmate on the MLP does not close its gap quickly; the test needs no proof
+  return a;
+}
+
+TEST(PlanCommand, CheckmateRecomputesAndNeverPages) {
+  auto args = mlp_at("60%");
+  args.planner = "checkmate";
+  const auto j = plan_json(args);
+  EXPECT_EQ(j["planner"], "checkmate");
+  EXPECT_EQ(j["page_outs"], 0);
+  EXPECT_GT(j["recomputes"].get<int>(), 0);
+  EXPECT_LE(j["peak_bytes"].get<uint64_t>(), j["budget_bytes"].get<uint64_t>());
+}
+
+TEST(PlanCommand, PagingOnlyPagesAndNeverRecomputes) {
+  auto args = mlp_at("60%");
+  args.planner = "paging";
+  const auto j = plan_json(args);
+  EXPECT_EQ(j["recomputes"], 0);
+  EXPECT_GT(j["page_outs"].get<int>(), 0);
+}
+
+TEST(PlanCommand, PoetIsNeverWorseThanEitherRestriction) {
+  const double poet = plan_json(mlp_at("60%"))["energy_j"];
+  for (const char* restricted : {"checkmate", "paging"}) {
+    auto args = mlp_at("60%");
+    args.planner = restricted;
+    const auto j = plan_json(args);
+    // POET proves itself within 1 %; the restricted plans only have to be valid.
+    EXPECT_LE(poet, j["energy_j"].get<double>() * 1.01) << restricted;
+  }
+}
+
+TEST(PlanCommand, UnknownPlannerNamesTheKnownOnes) {
+  auto args = mlp_at("60%");
+  args.planner = "magic";
+  std::ostringstream out;
+  try {
+    run_plan(args, out);
+    FAIL() << "an unknown planner was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("checkmate"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ergon::cli
