@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 #include <utility>
 
 #include "costdb/database.h"
@@ -77,6 +78,10 @@ class Statement {
   void bind(int index, std::string_view text) {
     sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
   }
+  void bind(int index, double value) { sqlite3_bind_double(stmt_, index, value); }
+  void bind_blob(int index, const void* data, std::size_t size) {
+    sqlite3_bind_blob(stmt_, index, data, static_cast<int>(size), SQLITE_STATIC);
+  }
   void bind_null(int index) { sqlite3_bind_null(stmt_, index); }
 
   /// Steps once: true when a row is ready, false when done (and then resets). Throws (after
@@ -95,6 +100,12 @@ class Statement {
   }
   [[nodiscard]] bool column_is_null(int col) const {
     return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
+  }
+  [[nodiscard]] double column_double(int col) const { return sqlite3_column_double(stmt_, col); }
+  [[nodiscard]] std::vector<uint8_t> column_blob(int col) const {
+    const auto* data = static_cast<const uint8_t*>(sqlite3_column_blob(stmt_, col));
+    const auto size = static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col));
+    return data == nullptr ? std::vector<uint8_t>{} : std::vector<uint8_t>(data, data + size);
   }
   [[nodiscard]] std::string_view column_text(int col) const {
     const auto* text = sqlite3_column_text(stmt_, col);

@@ -192,8 +192,23 @@ CREATE INDEX validations_plan ON validations (plan_id);
 CREATE INDEX validations_run ON validations (run_id);
 )sql";
 
+// v2: plans carry what a Pareto sweep needs to compare and resume: the objective, a digest of
+// the graph and costs planned (a plan is reused only for the same one), the simulator's
+// energy, time and peak memory, and the gap.
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE plans ADD COLUMN objective TEXT NOT NULL DEFAULT 'poet';
+ALTER TABLE plans ADD COLUMN graph_digest TEXT NOT NULL DEFAULT '';
+ALTER TABLE plans ADD COLUMN gap REAL;
+ALTER TABLE plans ADD COLUMN energy_j REAL;
+ALTER TABLE plans ADD COLUMN time_s REAL;
+ALTER TABLE plans ADD COLUMN paging_time_s REAL;
+ALTER TABLE plans ADD COLUMN peak_bytes INTEGER CHECK (peak_bytes >= 0);
+CREATE INDEX plans_key ON plans (graph_digest, planner, objective, budget_bytes);
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
+    Migration{2, kSchemaV2},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");

@@ -42,7 +42,7 @@ TEST_F(DatabaseTest, FreshFileGetsCurrentSchemaVersionAndWal) {
     EXPECT_EQ(db.path(), db_path());
     EXPECT_EQ(db.integrity_check(), "ok");
   }
-  EXPECT_EQ(raw_query(db_path(), "PRAGMA user_version"), "1");
+  EXPECT_EQ(raw_query(db_path(), "PRAGMA user_version"), std::to_string(kSchemaVersion));
   EXPECT_EQ(raw_query(db_path(), "PRAGMA journal_mode"), "wal");
   EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM sqlite_schema WHERE name = 'power_samples'"),
             "1");
@@ -78,7 +78,7 @@ TEST_F(DatabaseTest, NewerSchemaIsRefusedNamingBothVersionsAndFileIsUntouched) {
       FAIL() << "a newer database was opened";
     } catch (const DatabaseError& e) {
       EXPECT_THAT(e.what(), AllOf(HasSubstr(db_path().string()), HasSubstr("99"),
-                                  HasSubstr("(1)"), HasSubstr("upgrade ergon")));
+                                  HasSubstr("(" + std::to_string(kSchemaVersion) + ")"), HasSubstr("upgrade ergon")));
     }
   }
   EXPECT_EQ(read_file(db_path()), before);

@@ -1,0 +1,156 @@
+// The plans table: what planners answered, for Pareto fronts and resumable sweeps.
+
+#include "costdb/plans.h"
+
+#include <cmath>
+
+#include "common/error.h"
+#include "costdb/database_impl.h"
+
+namespace ergon::costdb {
+namespace {
+
+constexpr const char* kColumns =
+    "p.id, p.model, b.kind, b.name, p.graph_digest, p.budget_bytes, p.deadline_s, p.planner, "
+    "p.objective, p.status, p.objective_j, p.bound_j, p.gap, p.energy_j, p.time_s, "
+    "p.paging_time_s, p.peak_bytes, p.solve_time_s, p.schedule, p.created_at_ns";
+
+std::optional<double> opt_double(const detail::Statement& row, int col) {
+  if (row.column_is_null(col)) return std::nullopt;
+  return row.column_double(col);
+}
+
+PlanRow read_plan(const detail::Statement& row) {
+  PlanRow p;
+  p.id = row.column_int64(0);
+  p.model = row.column_text(1);
+  p.board_kind = row.column_text(2);
+  p.board_name = row.column_text(3);
+  p.graph_digest = row.column_text(4);
+  p.budget_bytes = row.column_uint64(5);
+  p.deadline_s = opt_double(row, 6);
+  p.planner = row.column_text(7);
+  p.objective = row.column_text(8);
+  p.status = row.column_text(9);
+  p.objective_j = opt_double(row, 10);
+  p.bound_j = opt_double(row, 11);
+  p.gap = opt_double(row, 12);
+  p.energy_j = opt_double(row, 13);
+  p.time_s = opt_double(row, 14);
+  p.paging_time_s = opt_double(row, 15);
+  if (!row.column_is_null(16)) p.peak_bytes = row.column_uint64(16);
+  p.solve_time_s = row.column_double(17);
+  p.schedule = row.column_blob(18);
+  p.created_at_ns = row.column_int64(19);
+  return p;
+}
+
+void bind_opt(detail::Statement& stmt, int index, std::optional<double> v) {
+  // SQLite stores no infinities or NaNs usefully; an unbounded value is no value.
+  if (v && std::isfinite(*v)) {
+    stmt.bind(index, *v);
+  } else {
+    stmt.bind_null(index);
+  }
+}
+
+}  // namespace
+
+int64_t add_plan(Database& database, const PlanRow& plan) {
+  auto& db = database.impl();
+  if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
+  db.ensure_batch();
+  const std::string doing = "cannot store a plan";
+  detail::Statement board(db.db,
+                          "INSERT INTO boards (kind, name, tick_hz, ram_bytes, first_seen_ns) "
+                          "VALUES (?1, ?2, 0, 0, ?3) "
+                          "ON CONFLICT (kind, name) DO UPDATE SET kind = excluded.kind "
+                          "RETURNING id",
+                          db.path);
+  board.bind(1, std::string_view(plan.board_kind));
+  board.bind(2, std::string_view(plan.board_name));
+  board.bind(3, plan.created_at_ns);
+  if (!board.step(doing)) throw DatabaseError("database " + db.path.string() + ": " + doing);
+  const int64_t board_id = board.column_int64(0);
+  board.run(doing);
+
+  detail::Statement insert(
+      db.db,
+      "INSERT INTO plans (model, board_id, budget_bytes, deadline_s, planner, status, "
+      "objective_j, bound_j, solve_time_s, schedule, created_at_ns, objective, graph_digest, "
+      "gap, energy_j, time_s, paging_time_s, peak_bytes) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) "
+      "RETURNING id",
+      db.path);
+  insert.bind(1, std::string_view(plan.model));
+  insert.bind(2, board_id);
+  insert.bind(3, plan.budget_bytes);
+  bind_opt(insert, 4, plan.deadline_s);
+  insert.bind(5, std::string_view(plan.planner));
+  insert.bind(6, std::string_view(plan.status));
+  bind_opt(insert, 7, plan.objective_j);
+  bind_opt(insert, 8, plan.bound_j);
+  insert.bind(9, plan.solve_time_s);
+  if (plan.schedule.empty()) {
+    insert.bind_null(10);
+  } else {
+    insert.bind_blob(10, plan.schedule.data(), plan.schedule.size());
+  }
+  insert.bind(11, plan.created_at_ns);
+  insert.bind(12, std::string_view(plan.objective));
+  insert.bind(13, std::string_view(plan.graph_digest));
+  bind_opt(insert, 14, plan.gap);
+  bind_opt(insert, 15, plan.energy_j);
+  bind_opt(insert, 16, plan.time_s);
+  bind_opt(insert, 17, plan.paging_time_s);
+  if (plan.peak_bytes) {
+    insert.bind(18, *plan.peak_bytes);
+  } else {
+    insert.bind_null(18);
+  }
+  if (!insert.step(doing)) throw DatabaseError("database " + db.path.string() + ": " + doing);
+  const int64_t id = insert.column_int64(0);
+  insert.run(doing);
+  return id;
+}
+
+std::optional<PlanRow> find_plan(Database& database, const std::string& graph_digest,
+                                 const std::string& planner, const std::string& objective,
+                                 uint64_t budget_bytes, std::optional<double> deadline_s) {
+  auto& db = database.impl();
+  const bool no_deadline = !deadline_s || !std::isfinite(*deadline_s);
+  detail::Statement q(db.db,
+                      std::string("SELECT ") + kColumns +
+                          " FROM plans p JOIN boards b ON b.id = p.board_id "
+                          "WHERE p.graph_digest = ?1 AND p.planner = ?2 AND p.objective = ?3 "
+                          "AND p.budget_bytes = ?4 AND " +
+                          (no_deadline ? "p.deadline_s IS NULL" : "p.deadline_s = ?5") +
+                          " ORDER BY p.id DESC LIMIT 1",
+                      db.path);
+  q.bind(1, std::string_view(graph_digest));
+  q.bind(2, std::string_view(planner));
+  q.bind(3, std::string_view(objective));
+  q.bind(4, budget_bytes);
+  if (!no_deadline) q.bind(5, *deadline_s);
+  const std::string doing = "cannot read plans";
+  if (!q.step(doing)) return std::nullopt;
+  PlanRow row = read_plan(q);
+  q.reset();
+  return row;
+}
+
+std::vector<PlanRow> list_plans(Database& database, const std::string& graph_digest) {
+  auto& db = database.impl();
+  detail::Statement q(db.db,
+                      std::string("SELECT ") + kColumns +
+                          " FROM plans p JOIN boards b ON b.id = p.board_id " +
+                          (graph_digest.empty() ? "" : "WHERE p.graph_digest = ?1 ") +
+                          "ORDER BY p.planner, p.budget_bytes, p.id",
+                      db.path);
+  if (!graph_digest.empty()) q.bind(1, std::string_view(graph_digest));
+  std::vector<PlanRow> rows;
+  while (q.step("cannot read plans")) rows.push_back(read_plan(q));
+  return rows;
+}
+
+}  // namespace ergon::costdb

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costdb/database.h"
+
+namespace ergon::costdb {
+
+/// One planner's answer to one request, as the `plans` table keeps it. The planner library
+/// is not a dependency: callers fill plain fields.
+struct PlanRow {
+  int64_t id = 0;              ///< set by add_plan
+  std::string model;           ///< what was planned, e.g. "resnet18-cifar batch 1"
+  std::string board_kind;      ///< whose costs: "pi4", ...
+  std::string board_name;      ///< "profile" for a board's published profile
+  std::string graph_digest;    ///< identifies graph and costs; plans are reused only for equal ones
+  uint64_t budget_bytes = 0;
+  std::optional<double> deadline_s;  ///< none: no deadline
+  std::string planner;         ///< "poet", "checkmate", "chen", ...
+  std::string objective = "poet";
+  std::string status;          ///< "optimal", "feasible", "infeasible", ...
+  std::optional<double> objective_j, bound_j, gap;
+  /// The simulator's replay of the schedule (absent without one).
+  std::optional<double> energy_j, time_s, paging_time_s;
+  std::optional<uint64_t> peak_bytes;
+  double solve_time_s = 0;
+  std::vector<uint8_t> schedule;  ///< the encoded schedule ("ES" v1), empty without one
+  int64_t created_at_ns = 0;
+};
+
+/// Stores a plan in the current batch (the board row is created if missing); returns its id.
+int64_t add_plan(Database& db, const PlanRow& plan);
+
+/// The stored plan for the same graph digest, planner, objective, budget and deadline (the
+/// latest if several), for resuming a sweep.
+std::optional<PlanRow> find_plan(Database& db, const std::string& graph_digest,
+                                 const std::string& planner, const std::string& objective,
+                                 uint64_t budget_bytes, std::optional<double> deadline_s);
+
+/// Every stored plan of a graph digest (all plans when empty), by planner then budget.
+std::vector<PlanRow> list_plans(Database& db, const std::string& graph_digest = {});
+
+}  // namespace ergon::costdb

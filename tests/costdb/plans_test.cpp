@@ -1,0 +1,119 @@
+// Plans stored by sweeps: written, found again for resuming, listed for fronts, and kept
+// across the schema migration that added their columns.
+
+#include "costdb/plans.h"
+
+#include <gtest/gtest.h>
+
+#include "costdb_test_util.h"
+
+namespace ergon::costdb {
+namespace {
+
+using testing::raw_exec;
+using testing::raw_query;
+using testing::sim_board;
+
+class PlansTest : public testing::TempDirTest {};
+
+PlanRow plan(const std::string& planner, uint64_t budget, std::optional<double> deadline) {
+  PlanRow p;
+  p.model = "mlp batch 1";
+  p.board_kind = "pi4";
+  p.board_name = "profile";
+  p.graph_digest = "abc123";
+  p.budget_bytes = budget;
+  p.deadline_s = deadline;
+  p.planner = planner;
+  p.status = "optimal";
+  p.objective_j = 1.5;
+  p.bound_j = 1.49;
+  p.gap = 0.0066;
+  p.energy_j = 1.5;
+  p.time_s = 2.0;
+  p.paging_time_s = 0.1;
+  p.peak_bytes = budget - 1;
+  p.solve_time_s = 0.25;
+  p.schedule = {'E', 'S', 1, 2, 0};
+  p.created_at_ns = 42;
+  return p;
+}
+
+TEST_F(PlansTest, AStoredPlanIsFoundByItsRequestAndReadBackWhole) {
+  Database db = Database::open(db_path());
+  const int64_t id = add_plan(db, plan("poet", 1000, std::nullopt));
+  add_plan(db, plan("poet", 1000, 3.0));
+  add_plan(db, plan("chen", 1000, std::nullopt));
+  db.commit_batch();
+
+  const auto found = find_plan(db, "abc123", "poet", "poet", 1000, std::nullopt);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, id);
+  EXPECT_EQ(found->board_kind, "pi4");
+  EXPECT_EQ(found->schedule, plan("poet", 1000, std::nullopt).schedule);
+  EXPECT_EQ(found->peak_bytes, 999U);
+  EXPECT_DOUBLE_EQ(*found->gap, 0.0066);
+  EXPECT_FALSE(found->deadline_s);
+
+  const auto with_deadline = find_plan(db, "abc123", "poet", "poet", 1000, 3.0);
+  ASSERT_TRUE(with_deadline);
+  EXPECT_DOUBLE_EQ(*with_deadline->deadline_s, 3.0);
+  EXPECT_FALSE(find_plan(db, "abc123", "poet", "poet", 999, std::nullopt));
+  EXPECT_FALSE(find_plan(db, "other", "poet", "poet", 1000, std::nullopt));
+  EXPECT_FALSE(find_plan(db, "abc123", "poet", "total", 1000, std::nullopt));
+}
+
+TEST_F(PlansTest, ListingGroupsByPlannerAndBudget) {
+  Database db = Database::open(db_path());
+  add_plan(db, plan("poet", 3000, std::nullopt));
+  add_plan(db, plan("chen", 2000, std::nullopt));
+  add_plan(db, plan("poet", 1000, std::nullopt));
+  auto other = plan("poet", 500, std::nullopt);
+  other.graph_digest = "zzz";
+  add_plan(db, other);
+  const auto rows = list_plans(db, "abc123");
+  ASSERT_EQ(rows.size(), 3U);
+  EXPECT_EQ(rows[0].planner, "chen");
+  EXPECT_EQ(rows[1].budget_bytes, 1000U);
+  EXPECT_EQ(rows[2].budget_bytes, 3000U);
+  EXPECT_EQ(list_plans(db).size(), 4U);
+}
+
+TEST_F(PlansTest, PlansWithoutAScheduleKeepTheirStatus) {
+  Database db = Database::open(db_path());
+  auto p = plan("rotor", 10, std::nullopt);
+  p.status = "infeasible";
+  p.schedule.clear();
+  p.objective_j.reset();
+  p.energy_j.reset();
+  p.peak_bytes.reset();
+  add_plan(db, p);
+  const auto found = find_plan(db, "abc123", "rotor", "poet", 10, std::nullopt);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->status, "infeasible");
+  EXPECT_TRUE(found->schedule.empty());
+  EXPECT_FALSE(found->energy_j);
+}
+
+TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
+  {
+    Database db = Database::open(db_path());
+    RunWriter run(db, sim_board(), "sim", 1);
+  }
+  // Turn the file back into schema version 1: drop what version 2 added.
+  raw_exec(db_path(),
+           "DROP INDEX plans_key; ALTER TABLE plans DROP COLUMN objective; "
+           "ALTER TABLE plans DROP COLUMN graph_digest; ALTER TABLE plans DROP COLUMN gap; "
+           "ALTER TABLE plans DROP COLUMN energy_j; ALTER TABLE plans DROP COLUMN time_s; "
+           "ALTER TABLE plans DROP COLUMN paging_time_s; "
+           "ALTER TABLE plans DROP COLUMN peak_bytes; PRAGMA user_version = 1;");
+  ASSERT_EQ(raw_query(db_path(), "PRAGMA user_version"), "1");
+  Database db = Database::open(db_path());
+  EXPECT_EQ(db.schema_version(), kSchemaVersion);
+  EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM runs"), "1");
+  add_plan(db, plan("poet", 1000, std::nullopt));
+  EXPECT_TRUE(find_plan(db, "abc123", "poet", "poet", 1000, std::nullopt));
+}
+
+}  // namespace
+}  // namespace ergon::costdb
