@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/pareto_cmd.h"
 #include "cli/plan_cmd.h"
 #include "cli/record.h"
 #include "common/error.h"
@@ -303,6 +304,45 @@ int main(int argc, char** argv) {
   add_graph_options(graph_export);
   graph_export->add_option("--out", graph_out, "output file (- for stdout)")->required();
 
+  ParetoArgs pareto;
+  pareto.graph.gap = 0.01;  // a sweep wants many points quickly
+  auto* pareto_cmd = app.add_subcommand(
+      "pareto", "sweep memory budgets for several planners; store every plan; print the fronts");
+  {
+    auto* c = pareto_cmd;
+    c->add_option("--model", pareto.graph.model, "zoo model (see ergon models)");
+    c->add_option("--onnx", pareto.graph.onnx_file, "forward graph from an ONNX file");
+    c->add_option("--graph", pareto.graph.graph_file, "training graph JSON");
+    c->add_option("--batch", pareto.graph.batch, "batch size of a zoo model")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    c->add_option("--board", pareto.graph.board, "board whose costs to use: " + devices::board_names())
+        ->capture_default_str();
+    c->add_option("--planners", pareto.planners,
+                  "comma-separated: poet, checkmate, paging")
+        ->capture_default_str();
+    c->add_option("--budgets", pareto.budgets,
+                  "budget points from the largest working set to store-all's peak")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    c->add_option("--deadline", pareto.graph.deadline,
+                  "compute time: factor of one pass (1.5x), seconds (0.2s) or none")
+        ->capture_default_str();
+    c->add_option("--time-limit", pareto.graph.time_limit_s, "solver time limit per plan, seconds")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    c->add_option("--gap", pareto.graph.gap, "relative optimality gap to prove")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    c->add_option("--jobs", pareto.jobs, "plans solved at once (default: one per core)")
+        ->check(CLI::NonNegativeNumber);
+    c->add_option("--db", pareto.db, "database that stores every plan (a rerun resumes)")
+        ->capture_default_str();
+    c->add_flag("--fresh", pareto.fresh, "solve again even what the database holds");
+    c->add_option("--csv", pareto.csv, "write every point as CSV");
+    c->add_option("--json", pareto.json, "write every point as JSON");
+  }
+
   auto* models_cmd = app.add_subcommand("models", "list the model zoo");
 
   CLI11_PARSE(app, argc, argv);
@@ -323,6 +363,7 @@ int main(int argc, char** argv) {
       return report_outcomes(outcomes, std::cout);
     }
     if (*plan_cmd) return run_plan(plan, std::cout);
+    if (*pareto_cmd) return run_pareto(pareto, std::cout);
     if (*graph_export) {
       const auto graph = load_graph(plan);
       if (graph_out == "-") {

@@ -1,0 +1,295 @@
+#include "cli/pareto_cmd.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "planner/graph_json.h"
+#include "planner/planners.h"
+#include "planner/schedule.h"
+
+namespace ergon::cli {
+namespace {
+
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> names;
+  std::stringstream in(text);
+  for (std::string name; std::getline(in, name, ',');) {
+    if (name.empty()) continue;
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  if (names.empty()) throw InputError("--planners is empty (e.g. poet,checkmate,paging)");
+  for (const auto& name : names) {
+    const auto& known = planner::planner_names();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw InputError("unknown planner '" + name + "' (known: " + list + ")");
+    }
+  }
+  return names;
+}
+
+std::vector<uint64_t> budget_grid(const planner::TrainingGraph& graph, int count) {
+  if (count < 1) throw InputError("--budgets must be at least 1");
+  const uint64_t lo = graph.min_working_set_bytes();
+  const uint64_t hi = std::max(graph.store_all_peak_bytes(), lo);
+  std::vector<uint64_t> grid;
+  for (int k = 0; k < count; ++k) {
+    const double f = count == 1 ? 1.0 : static_cast<double>(k) / (count - 1);
+    grid.push_back(lo + static_cast<uint64_t>(std::llround(f * static_cast<double>(hi - lo))));
+  }
+  grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
+  return grid;
+}
+
+struct Task {
+  std::string planner;
+  uint64_t budget_bytes = 0;
+};
+
+costdb::PlanRow to_row(const planner::TrainingGraph& graph, const std::string& model,
+                       const std::string& board, const std::string& digest,
+                       const planner::PlanRequest& req, const planner::PlanResult& r) {
+  costdb::PlanRow row;
+  row.model = model;
+  row.board_kind = board;
+  row.board_name = "profile";
+  row.graph_digest = digest;
+  row.budget_bytes = req.budget_bytes;
+  if (std::isfinite(req.deadline_s)) row.deadline_s = req.deadline_s;
+  row.planner = r.planner;
+  row.objective = "poet";
+  row.status = planner::to_string(r.status);
+  row.solve_time_s = r.solve_time_s;
+  row.created_at_ns = wall_time_ns();
+  if (!r.schedule) return row;
+  const auto sim = planner::simulate(graph, *r.schedule, req.budget_bytes);
+  if (!sim.valid)  // a planner bug, never a user error
+    throw Error("internal error: " + r.planner + "'s schedule fails the simulator: " + sim.error);
+  row.objective_j = r.objective_j;
+  row.bound_j = r.bound_j;
+  row.gap = r.gap;
+  row.energy_j = sim.energy_j;
+  row.time_s = sim.compute_time_s;
+  row.paging_time_s = sim.paging_time_s;
+  row.peak_bytes = sim.peak_bytes;
+  row.schedule = planner::encode_schedule(*r.schedule, graph.size());
+  return row;
+}
+
+void mark_fronts(std::vector<ParetoPoint>& points) {
+  std::map<std::string, double> best;  // lowest energy so far per planner, budgets ascending
+  std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.plan.planner, a.plan.budget_bytes) <
+           std::tie(b.plan.planner, b.plan.budget_bytes);
+  });
+  for (auto& p : points) {
+    if (!p.plan.energy_j) continue;
+    auto it = best.find(p.plan.planner);
+    if (it == best.end() || *p.plan.energy_j < it->second * (1 - 1e-12)) {
+      p.on_front = true;
+      best[p.plan.planner] = *p.plan.energy_j;
+    }
+  }
+}
+
+}  // namespace
+
+std::string graph_digest(const planner::TrainingGraph& graph) {
+  const std::string text = planner::to_graph_json(graph);
+  uint64_t h = 14695981039346656037ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* progress) {
+  const auto names = split_names(args.planners);
+  const planner::TrainingGraph graph = load_graph(args.graph);
+  const std::string digest = graph_digest(graph);
+  const std::string model = args.graph.model.empty()
+                                ? (args.graph.onnx_file.empty() ? graph.name : args.graph.onnx_file)
+                                : args.graph.model;
+  const std::string board = args.graph.graph_file.empty() ? args.graph.board : "graph-file";
+  const auto grid = budget_grid(graph, args.budgets);
+  const double deadline_s = parse_deadline(args.graph.deadline, graph.single_pass_time_s());
+  const std::optional<double> deadline =
+      std::isfinite(deadline_s) ? std::optional(deadline_s) : std::nullopt;
+
+  auto db = costdb::Database::open(args.db);
+  std::vector<ParetoPoint> points;
+  std::vector<Task> todo;
+  for (const auto& name : names) {
+    for (uint64_t budget : grid) {
+      std::optional<costdb::PlanRow> found;
+      if (!args.fresh) found = costdb::find_plan(db, digest, name, "poet", budget, deadline);
+      if (found) {
+        points.push_back({.plan = std::move(*found), .reused = true});
+      } else {
+        todo.push_back({name, budget});
+      }
+    }
+  }
+  const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  const int jobs = std::clamp(args.jobs > 0 ? args.jobs : cores, 1,
+                              std::max(1, static_cast<int>(todo.size())));
+  if (progress != nullptr) {
+    *progress << fmt::format("{}: {} planners x {} budgets; {} stored already, {} to solve, {} at a time\n",
+                             graph.name, names.size(), grid.size(), points.size(), todo.size(), jobs);
+  }
+
+  // Workers solve; this thread alone writes the database (it is not thread-safe).
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::optional<costdb::PlanRow>> done(todo.size());
+  std::optional<std::string> failure;
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < todo.size(); i = next++) {
+      std::optional<costdb::PlanRow> row;
+      std::string error;
+      try {
+        planner::PlanRequest req;
+        req.budget_bytes = todo[i].budget_bytes;
+        req.deadline_s = deadline_s;
+        req.time_limit_s = args.graph.time_limit_s;
+        req.relative_gap = args.graph.gap;
+        req.threads = jobs > 1 ? 1 : args.graph.threads;
+        auto solver = planner::make_cbc_solver();
+        const auto r = planner::run_planner(todo[i].planner, graph, req, *solver);
+        row = to_row(graph, model, board, digest, req, r);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      std::lock_guard lock(mu);
+      if (row) {
+        done[i] = std::move(row);
+      } else if (!failure) {
+        failure = error;
+      }
+      cv.notify_one();
+      if (failure) return;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int j = 0; j < jobs && !todo.empty(); ++j) threads.emplace_back(worker);
+
+  std::size_t stored = 0;
+  std::vector<char> written(todo.size(), 0);
+  while (stored < todo.size()) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] {
+      if (failure) return true;
+      for (std::size_t i = 0; i < todo.size(); ++i)
+        if (done[i] && !written[i]) return true;
+      return false;
+    });
+    if (failure) break;
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+      if (!done[i] || written[i]) continue;
+      written[i] = 1;
+      ++stored;
+      costdb::PlanRow row = *done[i];
+      lock.unlock();
+      row.id = costdb::add_plan(db, row);
+      db.commit_batch();  // each plan is durable as soon as it is known: a rerun resumes
+      if (progress != nullptr) {
+        *progress << fmt::format(
+            "[{:>3}/{}] {:<10} budget {:>10} B  {}\n", stored, todo.size(), row.planner,
+            row.budget_bytes,
+            row.energy_j ? fmt::format("{:.6g} J ({}, {:.1f} s)", *row.energy_j, row.status,
+                                       row.solve_time_s)
+                         : row.status);
+      }
+      points.push_back({.plan = std::move(row)});
+      lock.lock();
+    }
+  }
+  for (auto& t : threads) t.join();
+  if (failure) throw Error(*failure);
+  mark_fronts(points);
+  return points;
+}
+
+int run_pareto(const ParetoArgs& args, std::ostream& out) {
+  const auto points = pareto_sweep(args, &std::cerr);
+
+  // One row per budget, one column per planner: energy, with * on the planner's front.
+  std::vector<std::string> planners;
+  std::vector<uint64_t> budgets;
+  for (const auto& p : points) {
+    if (std::find(planners.begin(), planners.end(), p.plan.planner) == planners.end())
+      planners.push_back(p.plan.planner);
+    budgets.push_back(p.plan.budget_bytes);
+  }
+  std::sort(budgets.begin(), budgets.end());
+  budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
+  out << fmt::format("{:>12}", "budget (B)");
+  for (const auto& name : planners) out << fmt::format(" {:>14}", name + " (J)");
+  out << "\n";
+  for (uint64_t b : budgets) {
+    out << fmt::format("{:>12}", b);
+    for (const auto& name : planners) {
+      auto it = std::find_if(points.begin(), points.end(), [&](const auto& p) {
+        return p.plan.planner == name && p.plan.budget_bytes == b;
+      });
+      if (it == points.end() || !it->plan.energy_j) {
+        out << fmt::format(" {:>14}", it == points.end() ? "" : "-");
+      } else {
+        out << fmt::format(" {:>13.6g}{}", *it->plan.energy_j, it->on_front ? "*" : " ");
+      }
+    }
+    out << "\n";
+  }
+  out << "(* on that planner's front; - no schedule at that budget)\n";
+
+  if (!args.csv.empty()) {
+    std::ofstream csv(args.csv);
+    csv << "planner,budget_bytes,deadline_s,status,energy_j,time_s,paging_time_s,peak_bytes,"
+           "bound_j,gap,solve_time_s,on_front,plan_id\n";
+    auto opt = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string(); };
+    for (const auto& p : points) {
+      const auto& r = p.plan;
+      csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", r.planner, r.budget_bytes,
+                         opt(r.deadline_s), r.status, opt(r.energy_j), opt(r.time_s),
+                         opt(r.paging_time_s), opt(r.peak_bytes), opt(r.bound_j), opt(r.gap),
+                         r.solve_time_s, p.on_front ? 1 : 0, r.id);
+    }
+    if (!csv) throw InputError("cannot write " + args.csv);
+  }
+  if (!args.json.empty()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& p : points) {
+      const auto& r = p.plan;
+      auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+      j.push_back({{"planner", r.planner}, {"budget_bytes", r.budget_bytes},
+                   {"deadline_s", opt(r.deadline_s)}, {"status", r.status},
+                   {"energy_j", opt(r.energy_j)}, {"time_s", opt(r.time_s)},
+                   {"paging_time_s", opt(r.paging_time_s)}, {"peak_bytes", opt(r.peak_bytes)},
+                   {"bound_j", opt(r.bound_j)}, {"gap", opt(r.gap)},
+                   {"solve_time_s", r.solve_time_s}, {"on_front", p.on_front},
+                   {"plan_id", r.id}, {"reused", p.reused}});
+    }
+    std::ofstream(args.json) << j.dump(2) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace ergon::cli

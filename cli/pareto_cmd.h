@@ -1,0 +1,42 @@
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "cli/plan_cmd.h"
+#include "costdb/plans.h"
+
+namespace ergon::cli {
+
+struct ParetoArgs {
+  PlanArgs graph;  ///< model / onnx / graph, batch, board; deadline, gap, time limit
+  std::string planners = "poet,checkmate,paging";
+  int budgets = 10;  ///< points from the largest working set to store-all's peak
+  int jobs = 0;      ///< concurrent solves; 0: one per core
+  std::string db = "ergon.db";
+  bool fresh = false;  ///< re-solve even when the database holds the plan
+  std::string csv;     ///< write the points here
+  std::string json;
+};
+
+/// One planner at one budget, as the sweep stored (or found) it.
+struct ParetoPoint {
+  costdb::PlanRow plan;
+  bool reused = false;    ///< found in the database, not solved now
+  bool on_front = false;  ///< no point of this planner with a budget <= has lower energy
+};
+
+/// Sweeps the budget grid for each planner, `jobs` solves at a time, storing every plan in
+/// the database (a rerun reuses what is there). Returns the points by planner, then budget.
+/// `progress` gets one line per finished point.
+std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* progress);
+
+/// Runs the sweep and prints the fronts; returns the process exit code.
+int run_pareto(const ParetoArgs& args, std::ostream& out);
+
+/// A stable digest (FNV-1a 64, hex) of a graph with its costs: plans are reused only for
+/// the same one.
+std::string graph_digest(const planner::TrainingGraph& graph);
+
+}  // namespace ergon::cli

@@ -1,0 +1,108 @@
+#include "cli/pareto_cmd.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace ergon::cli {
+namespace {
+
+class ParetoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ergon-pareto-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  ParetoArgs mlp_sweep() const {
+    ParetoArgs a;
+    a.graph.model = "mlp";
+    a.graph.board = "nrf52840";
+    a.graph.gap = 0.01;
+    a.graph.time_limit_s = 5;
+    a.planners = "poet,paging";
+    a.budgets = 4;
+    a.jobs = 2;
+    a.db = (dir_ / "sweep.db").string();
+    return a;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ParetoTest, EveryPlannerGetsEveryBudgetAndEveryPlanIsStored) {
+  const auto points = pareto_sweep(mlp_sweep(), nullptr);
+  ASSERT_EQ(points.size(), 8U);
+  std::map<uint64_t, std::map<std::string, double>> energy;
+  for (const auto& p : points) {
+    ASSERT_TRUE(p.plan.energy_j) << p.plan.planner << " at " << p.plan.budget_bytes;
+    EXPECT_LE(*p.plan.peak_bytes, p.plan.budget_bytes);
+    EXPECT_FALSE(p.plan.schedule.empty());
+    EXPECT_GT(p.plan.id, 0);
+    EXPECT_FALSE(p.reused);
+    energy[p.plan.budget_bytes][p.plan.planner] = *p.plan.energy_j;
+  }
+  // POET may page and recompute: never worse than paging alone (both within 1 %).
+  for (const auto& [budget, by_planner] : energy)
+    EXPECT_LE(by_planner.at("poet"), by_planner.at("paging") * 1.01) << budget;
+  auto db = costdb::Database::open(mlp_sweep().db);
+  EXPECT_EQ(costdb::list_plans(db).size(), 8U);
+}
+
+TEST_F(ParetoTest, ARerunReusesTheStoredPlansInsteadOfSolvingAgain) {
+  pareto_sweep(mlp_sweep(), nullptr);
+  std::ostringstream progress;
+  const auto again = pareto_sweep(mlp_sweep(), &progress);
+  ASSERT_EQ(again.size(), 8U);
+  for (const auto& p : again) EXPECT_TRUE(p.reused);
+  EXPECT_NE(progress.str().find("8 stored already, 0 to solve"), std::string::npos)
+      << progress.str();
+  auto fresh = mlp_sweep();
+  fresh.fresh = true;
+  fresh.planners = "paging";
+  for (const auto& p : pareto_sweep(fresh, nullptr)) EXPECT_FALSE(p.reused);
+}
+
+TEST_F(ParetoTest, FrontPointsGetCheaperAsTheBudgetGrows) {
+  const auto points = pareto_sweep(mlp_sweep(), nullptr);
+  std::map<std::string, double> last;
+  int on_front = 0;
+  for (const auto& p : points) {  // by planner, then budget
+    if (!p.on_front) continue;
+    ++on_front;
+    if (last.count(p.plan.planner)) {
+      EXPECT_LT(*p.plan.energy_j, last[p.plan.planner]);
+    }
+    last[p.plan.planner] = *p.plan.energy_j;
+  }
+  EXPECT_GE(on_front, 4);
+}
+
+TEST_F(ParetoTest, UnknownPlannerIsRefusedBeforeAnythingIsSolved) {
+  auto args = mlp_sweep();
+  args.planners = "poet,magic";
+  EXPECT_THROW(pareto_sweep(args, nullptr), InputError);
+  EXPECT_FALSE(std::filesystem::exists(args.db));
+}
+
+TEST(GraphDigest, ChangesWithTheCostsAndNotWithoutThem) {
+  PlanArgs a;
+  a.model = "mlp";
+  a.board = "pi4";
+  const auto pi4 = graph_digest(load_graph(a));
+  EXPECT_EQ(pi4, graph_digest(load_graph(a)));
+  a.board = "tx2";
+  EXPECT_NE(pi4, graph_digest(load_graph(a)));
+}
+
+}  // namespace
+}  // namespace ergon::cli
