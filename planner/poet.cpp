@@ -326,7 +326,9 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     return result;
   }
   SolveOptions options;
-  options.time_limit_s = std::max(1.0, request.time_limit_s - seconds_since(start));
+  // CBC may overrun its limit by 10 % and a grace period before it is stopped: leave room
+  // for both within the request's limit.
+  options.time_limit_s = std::max(1.0, (request.time_limit_s - seconds_since(start) - 2) / 1.35);
   options.relative_gap = request.relative_gap;
   options.threads = request.threads;
   options.backend_parameters = request.solver_parameters;
