@@ -265,6 +265,23 @@ void claim(const TrainingGraph& graph, const StagePlan& plan, double bound_j,
   result.schedule = to_schedule(graph, plan);
 }
 
+/// The smallest budget (within 1 %) at which the greedy heuristic finds a plan, between the
+/// request's budget and store-all's peak: guidance when nothing was found at the budget.
+std::optional<uint64_t> smallest_greedy_budget(const TrainingGraph& graph,
+                                               const PlanRequest& request) {
+  auto found_at = [&](uint64_t budget) {
+    return greedy_stage_plan(graph, budget, request.deadline_s, request.allowed, 0).has_value();
+  };
+  uint64_t lo = request.budget_bytes;  // nothing found here
+  uint64_t hi = std::max(graph.store_all_peak_bytes(), lo + 1);
+  if (!found_at(hi)) return std::nullopt;
+  while (hi - lo > std::max<uint64_t>(hi / 100, 1)) {
+    const uint64_t mid = lo + (hi - lo) / 2;
+    (found_at(mid) ? hi : lo) = mid;
+  }
+  return hi;
+}
+
 }  // namespace
 
 PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver) {
@@ -373,6 +390,10 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
                     "that none exists; the budget may be too small for POET's stage model",
                     solved.solve_time_s);
       result.why = buf;
+    }
+    if (auto found = smallest_greedy_budget(graph, request)) {
+      result.why += "; the greedy heuristic finds schedules from " + human_bytes(*found) +
+                    " (" + std::to_string(*found) + " bytes) up";
     }
     return result;
   }
