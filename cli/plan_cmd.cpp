@@ -143,6 +143,7 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
     j["bound_j"] = r.bound_j;
     j["gap"] = r.gap;
     j["solve_time_s"] = r.solve_time_s;
+    if (!r.note.empty()) j["note"] = r.note;
     j["model"] = {{"variables", r.variables}, {"integers", r.integers}, {"rows", r.rows},
                   {"nonzeros", r.nonzeros}};
     j["store_all"] = {{"energy_j", store_all.energy_j},
@@ -183,6 +184,7 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
   }
   out << fmt::format("{} in {:.2f} s (bound {:.6g} J, gap {:.3g}%)\n", planner::to_string(r.status),
                      r.solve_time_s, r.bound_j, 100 * r.gap);
+  if (!r.note.empty()) out << "  note: " << r.note << "\n";
   out << fmt::format("  energy  {:.6g} J   ({:+.2f}% vs store-all)\n", sim->energy_j,
                      100 * (sim->energy_j / store_all.energy_j - 1));
   out << fmt::format("  time    {:.6g} s   ({:+.2f}%; paging {:.4g} s more)\n",

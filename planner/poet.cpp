@@ -14,18 +14,6 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int kNone = -1;
 
-std::string human_bytes(uint64_t b) {
-  char buf[64];
-  if (b >= (1ULL << 20)) {
-    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
-  } else if (b >= 1024) {
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  } else {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  }
-  return buf;
-}
-
 /// The POET model's columns, indexed [t][i]; kNone where a variable must be zero.
 class PoetModel {
  public:
@@ -365,9 +353,15 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   }
 
   const SolveResult solved = solver.solve(model, options);
-  result.call = solved.call;
   result.solve_time_s = seconds_since(start);
   if (solved.call != CallStatus::kOk) {
+    // The solver failing (a crash, numerical trouble) is no reason to lose the heuristic's
+    // plan: it stands, with the bound found before, and the user is told.
+    if (heuristic) {
+      result.note = solved.message + "; the greedy plan stands";
+      return result;
+    }
+    result.call = solved.call;
     result.status = ModelStatus::kNoSolutionFound;
     result.schedule.reset();
     result.why = solved.message;

@@ -32,6 +32,9 @@ struct PlanResult {
   /// Why there is no schedule (infeasible budget or deadline, with the smallest that works
   /// when it is known), or why the call failed. Empty when a schedule was found.
   std::string why;
+  /// What the user should know about a schedule that was found (e.g. the solver failed and
+  /// a heuristic's plan stands). Empty when there is nothing to say.
+  std::string note;
   std::optional<Schedule> schedule;
   double objective_j = 0;  ///< the planner's own claim
   double bound_j = 0;      ///< proven lower bound on the objective

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "brute_force.h"
 #include "planner/graph.h"
@@ -163,6 +164,45 @@ TEST(PoetWarmStart, EveryWarmStartSatisfiesEveryRowOfTheModel) {
     }
   }
   EXPECT_GT(below_store_all, 10) << "the greedy heuristic rarely found a start below store-all";
+}
+
+}  // namespace
+}  // namespace ergon::planner
+
+namespace ergon::planner {
+namespace {
+
+/// A solver that finds the LP bound unavailable and crashes in branch and bound, as CBC
+/// once did (signal 11) in a child process.
+class CrashingSolver : public MilpSolver {
+ public:
+  [[nodiscard]] std::string name() const override { return "crashing"; }
+  SolveResult solve(const MilpModel&, const SolveOptions&) override {
+    ++solves;
+    SolveResult r;
+    r.call = CallStatus::kError;
+    r.message = "cbc crashed (signal 11)";
+    return r;
+  }
+  RelaxationResult solve_relaxation(const MilpModel&, double) override {
+    return {.message = "not solved"};
+  }
+  int solves = 0;
+};
+
+TEST(PoetMilp, ASolverCrashKeepsTheGreedyScheduleAndSaysSo) {
+  const auto g = build_training_graph(zoo_model("mlp", 1), LinearCosts());
+  PlanRequest req = request(g.store_all_peak_bytes() / 2, std::numeric_limits<double>::infinity());
+  req.relative_gap = 1e-9;  // the greedy plan cannot prove itself: the solver is called
+  req.time_limit_s = 5;
+  CrashingSolver solver;
+  const auto r = plan_poet(g, req, solver);
+  EXPECT_EQ(solver.solves, 1);
+  EXPECT_EQ(r.call, CallStatus::kOk);
+  EXPECT_EQ(r.status, ModelStatus::kFeasible);
+  EXPECT_NE(r.note.find("cbc crashed (signal 11)"), std::string::npos) << r.note;
+  expect_claims_hold(g, r, req);
+  EXPECT_GT(r.gap, 0);
 }
 
 }  // namespace
