@@ -280,7 +280,9 @@ int main(int argc, char** argv) {
                        "compute time: factor of one pass (1.3x), seconds (0.2s) or none")
       ->capture_default_str();
   plan_cmd->add_option("--planner", plan.planner,
-                       "poet (recompute and page), checkmate (recompute only), paging (page only)")
+                       "poet (recompute and page), checkmate (recompute only), paging (page "
+                       "only), store-all, chen (sqrt(n) checkpoints), capuchin (swap/recompute "
+                       "heuristic), rotor (chain DP, recompute only), pofo (rotor with paging)")
       ->capture_default_str();
   plan_cmd->add_option("--objective", plan.objective, "poet: POET's MILP (ICML 2022)")
       ->capture_default_str();
@@ -319,7 +321,8 @@ int main(int argc, char** argv) {
     c->add_option("--board", pareto.graph.board, "board whose costs to use: " + devices::board_names())
         ->capture_default_str();
     c->add_option("--planners", pareto.planners,
-                  "comma-separated: poet, checkmate, paging")
+                  "comma-separated: poet, checkmate, paging, store-all, chen, capuchin, "
+                  "rotor, pofo")
         ->capture_default_str();
     c->add_option("--budgets", pareto.budgets,
                   "budget points from the largest working set to store-all's peak")

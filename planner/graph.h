@@ -76,6 +76,9 @@ struct TrainingGraph {
   void validate() const;
 };
 
+/// A size for messages: "512 B", "12.0 KiB", "2.25 MiB".
+std::string human_bytes(uint64_t bytes);
+
 /// Cost of computing a node and of paging a tensor on one board.
 struct NodeCost {
   double time_s = 0;

@@ -1,11 +1,16 @@
 #include "planner/planners.h"
 
 #include "common/error.h"
+#include "planner/baselines.h"
 
 namespace ergon::planner {
 
 const std::vector<std::string>& planner_names() {
-  static const std::vector<std::string> names = {"poet", "checkmate", "paging"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all = {"poet", "checkmate", "paging"};
+    for (const auto& n : baseline_names()) all.push_back(n);
+    return all;
+  }();
   return names;
 }
 
@@ -19,6 +24,9 @@ PlanResult run_planner(const std::string& name, const TrainingGraph& graph,
   } else if (name == "paging") {
     req.allowed = {.recompute = false, .paging = true};
   } else {
+    for (const auto& n : baseline_names()) {
+      if (n == name) return plan_baseline(name, graph, request);
+    }
     std::string known;
     for (const auto& n : planner_names()) known += (known.empty() ? "" : ", ") + n;
     throw InputError("unknown planner '" + name + "' (known: " + known + ")");

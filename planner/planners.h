@@ -11,7 +11,8 @@ namespace ergon::planner {
 
 /// The planners `ergon plan --planner` and `ergon pareto --planners` know, by name:
 /// poet (recompute and page, POET's MILP), checkmate (the same MILP, recompute only),
-/// paging (the same MILP, page only), and the baselines of planner/baselines.h.
+/// paging (the same MILP, page only), and the baselines of planner/baselines.h (store-all,
+/// chen, capuchin, rotor, pofo).
 const std::vector<std::string>& planner_names();
 
 /// Runs the planner called `name` on a request (the MILP planners use `solver`).
