@@ -16,6 +16,7 @@ class BoardProfileCosts final : public planner::CostModel {
                                           uint64_t bytes) const override;
   [[nodiscard]] planner::NodeCost page_in(uint64_t bytes) const override;
   [[nodiscard]] planner::NodeCost page_out(uint64_t bytes) const override;
+  [[nodiscard]] double idle_power_w() const override { return board_.idle_w; }
 
  private:
   devices::BoardProfile board_;

@@ -44,10 +44,13 @@ std::vector<std::string> split_names(const std::string& text) {
   return names;
 }
 
-std::vector<uint64_t> budget_grid(const planner::TrainingGraph& graph, int count) {
+/// Budgets in the objective's terms: under total, fixed bytes on top of the activations'.
+std::vector<uint64_t> budget_grid(const planner::TrainingGraph& graph, int count,
+                                  planner::Objective objective) {
   if (count < 1) throw InputError("--budgets must be at least 1");
-  const uint64_t lo = graph.min_working_set_bytes();
-  const uint64_t hi = std::max(graph.store_all_peak_bytes(), lo);
+  const uint64_t fixed = objective == planner::Objective::kTotal ? graph.fixed_bytes : 0;
+  const uint64_t lo = graph.min_working_set_bytes() + fixed;
+  const uint64_t hi = std::max(graph.store_all_peak_bytes() + fixed, lo);
   std::vector<uint64_t> grid;
   for (int k = 0; k < count; ++k) {
     const double f = count == 1 ? 1.0 : static_cast<double>(k) / (count - 1);
@@ -73,19 +76,20 @@ costdb::PlanRow to_row(const planner::TrainingGraph& graph, const std::string& m
   row.budget_bytes = req.budget_bytes;
   if (std::isfinite(req.deadline_s)) row.deadline_s = req.deadline_s;
   row.planner = r.planner;
-  row.objective = "poet";
+  row.objective = planner::to_string(req.objective);
   row.status = planner::to_string(r.status);
   row.solve_time_s = r.solve_time_s;
   row.created_at_ns = wall_time_ns();
   if (!r.schedule) return row;
-  const auto sim = planner::simulate(graph, *r.schedule, req.budget_bytes);
+  const auto sim =
+      planner::simulate(graph, *r.schedule, planner::activation_budget_bytes(graph, req));
   if (!sim.valid)  // a planner bug, never a user error
     throw Error("internal error: " + r.planner + "'s schedule fails the simulator: " + sim.error);
   row.objective_j = r.objective_j;
   row.bound_j = r.bound_j;
   row.gap = r.gap;
-  row.energy_j = sim.energy_j;
-  row.time_s = sim.compute_time_s;
+  row.energy_j = planner::objective_energy_j(sim, req.objective);
+  row.time_s = planner::deadline_time_s(sim, req.objective);
   row.paging_time_s = sim.paging_time_s;
   row.peak_bytes = sim.peak_bytes;
   row.schedule = planner::encode_schedule(*r.schedule, graph.size());
@@ -128,8 +132,10 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
                                 ? (args.graph.onnx_file.empty() ? graph.name : args.graph.onnx_file)
                                 : args.graph.model;
   const std::string board = args.graph.graph_file.empty() ? args.graph.board : "graph-file";
-  const auto grid = budget_grid(graph, args.budgets);
-  const double deadline_s = parse_deadline(args.graph.deadline, graph.single_pass_time_s());
+  const planner::PlanRequest base = make_request(args.graph, graph);
+  const auto grid = budget_grid(graph, args.budgets, base.objective);
+  const std::string objective = planner::to_string(base.objective);
+  const double deadline_s = base.deadline_s;
   const std::optional<double> deadline =
       std::isfinite(deadline_s) ? std::optional(deadline_s) : std::nullopt;
 
@@ -139,7 +145,7 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
   for (const auto& name : names) {
     for (uint64_t budget : grid) {
       std::optional<costdb::PlanRow> found;
-      if (!args.fresh) found = costdb::find_plan(db, digest, name, "poet", budget, deadline);
+      if (!args.fresh) found = costdb::find_plan(db, digest, name, objective, budget, deadline);
       if (found) {
         points.push_back({.plan = std::move(*found), .reused = true});
       } else {
@@ -166,11 +172,8 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
       std::optional<costdb::PlanRow> row;
       std::string error;
       try {
-        planner::PlanRequest req;
+        planner::PlanRequest req = base;
         req.budget_bytes = todo[i].budget_bytes;
-        req.deadline_s = deadline_s;
-        req.time_limit_s = args.graph.time_limit_s;
-        req.relative_gap = args.graph.gap;
         req.threads = jobs > 1 ? 1 : args.graph.threads;
         auto solver = planner::make_cbc_solver();
         const auto r = planner::run_planner(todo[i].planner, graph, req, *solver);

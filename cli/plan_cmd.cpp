@@ -63,6 +63,28 @@ double parse_deadline(const std::string& text, double single_pass_s) {
   return m[2].str().size() == 2 ? v * 1e-3 : v;
 }
 
+planner::Objective parse_objective(const std::string& text) {
+  if (text == "poet") return planner::Objective::kPoet;
+  if (text == "total") return planner::Objective::kTotal;
+  throw InputError("objective '" + text + "' is unknown (known: total, poet)");
+}
+
+planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingGraph& graph) {
+  planner::PlanRequest req;
+  req.objective = parse_objective(args.objective);
+  // A percentage is of store-all's activations; under total the fixed bytes come on top, so
+  // "50%" means the same activation room under either objective.
+  const bool percent = args.budget.find('%') != std::string::npos;
+  const uint64_t fixed_bytes = req.objective == planner::Objective::kTotal ? graph.fixed_bytes : 0;
+  req.budget_bytes = parse_budget(args.budget, graph.store_all_peak_bytes()) +
+                     (percent ? fixed_bytes : 0);
+  req.deadline_s = parse_deadline(args.deadline, graph.single_pass_time_s());
+  req.time_limit_s = args.time_limit_s;
+  req.relative_gap = args.gap;
+  req.threads = args.threads;
+  return req;
+}
+
 planner::TrainingGraph load_graph(const PlanArgs& args) {
   const int sources = static_cast<int>(!args.model.empty()) +
                       static_cast<int>(!args.graph_file.empty()) +
@@ -82,16 +104,11 @@ planner::TrainingGraph load_graph(const PlanArgs& args) {
 }
 
 PlanOutcome plan(const PlanArgs& args, bool live_progress) {
-  if (args.objective != "poet")
-    throw InputError("objective '" + args.objective + "' is not available yet (poet)");
+  parse_objective(args.objective);  // a typo fails before the graph is built
   PlanOutcome o{.graph = load_graph(args)};
   const auto& graph = o.graph;
   auto& req = o.request;
-  req.budget_bytes = parse_budget(args.budget, graph.store_all_peak_bytes());
-  req.deadline_s = parse_deadline(args.deadline, graph.single_pass_time_s());
-  req.time_limit_s = args.time_limit_s;
-  req.relative_gap = args.gap;
-  req.threads = args.threads;
+  req = make_request(args, graph);
   if (live_progress) {
     req.progress = [](const planner::SolveProgress& p) {
       std::cerr << fmt::format("\r  {:6.1f} s  best {:>12}  bound {:>12}", p.elapsed_s,
@@ -106,7 +123,8 @@ PlanOutcome plan(const PlanArgs& args, bool live_progress) {
 
   o.store_all = planner::simulate(graph, planner::store_all_schedule(graph));
   if (o.result.schedule) {
-    o.sim = planner::simulate(graph, *o.result.schedule, req.budget_bytes);
+    o.sim = planner::simulate(graph, *o.result.schedule,
+                              planner::activation_budget_bytes(graph, req));
     if (!o.sim->valid)  // a planner bug, never a user error
       throw Error("internal error: the planned schedule fails the simulator: " + o.sim->error);
     o.encoded = planner::encode_schedule(*o.result.schedule, graph.size());
@@ -130,12 +148,17 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
   const auto& sim = o.sim;
   const auto& encoded = o.encoded;
   const uint64_t store_all_peak = store_all.peak_bytes;
+  const planner::Objective objective = req.objective;
+  const bool total = objective == planner::Objective::kTotal;
+  const uint64_t fixed_bytes = total ? graph.fixed_bytes : 0;  // what the budget covers too
 
   if (args.json) {
     nlohmann::json j;
     j["graph"] = graph.name;
     j["nodes"] = graph.size();
     j["planner"] = r.planner;
+    j["objective"] = planner::to_string(objective);
+    j["fixed_bytes"] = graph.fixed_bytes;
     j["status"] = planner::to_string(r.status);
     j["budget_bytes"] = req.budget_bytes;
     j["deadline_s"] = std::isfinite(req.deadline_s) ? nlohmann::json(req.deadline_s) : nullptr;
@@ -146,12 +169,17 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
     if (!r.note.empty()) j["note"] = r.note;
     j["model"] = {{"variables", r.variables}, {"integers", r.integers}, {"rows", r.rows},
                   {"nonzeros", r.nonzeros}};
-    j["store_all"] = {{"energy_j", store_all.energy_j},
-                      {"time_s", store_all.compute_time_s},
+    j["store_all"] = {{"energy_j", planner::objective_energy_j(store_all, objective)},
+                      {"time_s", planner::deadline_time_s(store_all, objective)},
                       {"peak_bytes", store_all.peak_bytes}};
     if (sim) {
-      j["energy_j"] = sim->energy_j;
-      j["time_s"] = sim->compute_time_s;
+      // energy_j and time_s are what the objective minimizes and the deadline bounds.
+      j["energy_j"] = planner::objective_energy_j(*sim, objective);
+      j["time_s"] = planner::deadline_time_s(*sim, objective);
+      j["poet_energy_j"] = sim->energy_j;
+      j["total_energy_j"] = sim->total_energy_j;
+      j["compute_time_s"] = sim->compute_time_s;
+      j["makespan_s"] = sim->makespan_s;
       j["paging_time_s"] = sim->paging_time_s;
       j["peak_bytes"] = sim->peak_bytes;
       j["recomputes"] = sim->recomputes;
@@ -165,13 +193,23 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
     return r.schedule ? 0 : 1;
   }
 
-  out << fmt::format("{}: {} training nodes, store-all peak {}, one pass {:.4g} s / {:.4g} J\n",
-                     graph.name, graph.size(), mib(store_all_peak), store_all.compute_time_s,
-                     store_all.energy_j);
-  out << fmt::format("budget {} ({:.0f}% of store-all), deadline {}\n", mib(req.budget_bytes),
-                     100.0 * static_cast<double>(req.budget_bytes) / static_cast<double>(store_all_peak),
+  const double store_all_j = planner::objective_energy_j(store_all, objective);
+  const double store_all_s = planner::deadline_time_s(store_all, objective);
+  out << fmt::format("{}: {} training nodes, store-all peak {}{}, one pass {:.4g} s / {:.4g} J\n",
+                     graph.name, graph.size(), mib(store_all_peak),
+                     total ? fmt::format(" + {} fixed", mib(fixed_bytes)) : std::string(),
+                     store_all_s, store_all_j);
+  const uint64_t activation_budget = planner::activation_budget_bytes(graph, req);
+  out << fmt::format("budget {}{} ({:.0f}% of store-all's activations), deadline {}, objective {}\n",
+                     mib(req.budget_bytes),
+                     total ? fmt::format(": {} fixed + {} activations", mib(fixed_bytes),
+                                         mib(activation_budget))
+                           : std::string(),
+                     100.0 * static_cast<double>(activation_budget) /
+                         static_cast<double>(store_all_peak),
                      std::isfinite(req.deadline_s) ? fmt::format("{:.4g} s", req.deadline_s)
-                                                   : std::string("none"));
+                                                   : std::string("none"),
+                     planner::to_string(objective));
   if (r.variables > 0) {
     out << fmt::format("{} MILP: {} variables ({} binary), {} rows, {} nonzeros; cbc {} thread(s)\n",
                        r.planner, r.variables, r.integers, r.rows, r.nonzeros, args.threads);
@@ -185,11 +223,21 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
   out << fmt::format("{} in {:.2f} s (bound {:.6g} J, gap {:.3g}%)\n", planner::to_string(r.status),
                      r.solve_time_s, r.bound_j, 100 * r.gap);
   if (!r.note.empty()) out << "  note: " << r.note << "\n";
-  out << fmt::format("  energy  {:.6g} J   ({:+.2f}% vs store-all)\n", sim->energy_j,
-                     100 * (sim->energy_j / store_all.energy_j - 1));
-  out << fmt::format("  time    {:.6g} s   ({:+.2f}%; paging {:.4g} s more)\n",
-                     sim->compute_time_s, 100 * (sim->compute_time_s / store_all.compute_time_s - 1),
-                     sim->paging_time_s);
+  const double energy_j = planner::objective_energy_j(*sim, objective);
+  const double time_s = planner::deadline_time_s(*sim, objective);
+  out << fmt::format("  energy  {:.6g} J   ({:+.2f}% vs store-all{})\n", energy_j,
+                     100 * (energy_j / store_all_j - 1),
+                     total ? fmt::format("; idle {:.4g} J", graph.idle_power_w * sim->makespan_s)
+                           : std::string());
+  if (total) {
+    out << fmt::format("  time    {:.6g} s   ({:+.2f}%; compute {:.4g} s, transfers {:.4g} s, "
+                       "stalled {:.4g} s)\n",
+                       time_s, 100 * (time_s / store_all_s - 1), sim->compute_time_s,
+                       sim->paging_time_s, sim->makespan_s - sim->compute_time_s);
+  } else {
+    out << fmt::format("  time    {:.6g} s   ({:+.2f}%; paging {:.4g} s more)\n", time_s,
+                       100 * (time_s / store_all_s - 1), sim->paging_time_s);
+  }
   out << fmt::format("  peak    {}   ({:.0f}% of store-all)\n", mib(sim->peak_bytes),
                      100.0 * static_cast<double>(sim->peak_bytes) / static_cast<double>(store_all_peak));
   out << fmt::format("  {} recomputations, {} page-outs, {} page-ins; schedule {} bytes encoded{}\n",

@@ -19,7 +19,7 @@ struct PlanArgs {
   std::string board = "pi4";
   std::string budget = "50%";
   std::string deadline = "none";
-  std::string objective = "poet";
+  std::string objective = "total";
   std::string planner = "poet";
   double time_limit_s = 60;
   double gap = 1e-6;
@@ -33,6 +33,13 @@ struct PlanArgs {
 uint64_t parse_budget(const std::string& text, uint64_t store_all_bytes);
 /// "1.3x" (of the single-pass time), "0.2s", or "none"; returns seconds (infinity for none).
 double parse_deadline(const std::string& text, double single_pass_s);
+/// "poet" or "total"; throws InputError naming the known ones.
+planner::Objective parse_objective(const std::string& text);
+
+/// The request `ergon plan` and `ergon pareto` make of `args` on `graph`: budget in the
+/// objective's terms (a percentage is of store-all's activation peak, with fixed bytes added
+/// under total), deadline, limits. No progress callback.
+planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingGraph& graph);
 
 /// The training graph `ergon plan` and `ergon graph export` work on: a zoo model costed on a
 /// board's profile, or a graph JSON file as it is.

@@ -342,13 +342,14 @@ PlanResult judge_schedule(const std::string& planner, const TrainingGraph& graph
   if (!sim.valid)
     return refused(planner, ModelStatus::kNoSolutionFound,
                    planner + "'s schedule fails the simulator: " + sim.error);
-  if (!meets_deadline(sim.compute_time_s, request))
+  const double time_s = deadline_time_s(sim, request.objective);
+  if (!meets_deadline(time_s, request))
     return refused(planner, ModelStatus::kNoSolutionFound,
-                   planner + "'s schedule computes for " + seconds(sim.compute_time_s) +
-                       ", over the deadline of " + seconds(request.deadline_s));
+                   planner + "'s schedule takes " + seconds(time_s) + ", over the deadline of " +
+                       seconds(request.deadline_s));
   PlanResult r;
   r.planner = planner;
-  r.objective_j = sim.energy_j;
+  r.objective_j = objective_energy_j(sim, request.objective);
   r.claimed_peak_bytes = sim.peak_bytes;
   r.bound_j = std::min(bound_j, r.objective_j);
   r.gap = (r.objective_j - r.bound_j) / std::max(r.objective_j, 1e-300);
@@ -367,7 +368,7 @@ PlanResult plan_store_all(const TrainingGraph& graph, const PlanRequest& request
     r = refused(name, ModelStatus::kInfeasible,
                 "store-all needs " + human_bytes(sim.peak_bytes) + ", over the budget of " +
                     human_bytes(request.budget_bytes));
-  } else if (!meets_deadline(sim.compute_time_s, request)) {
+  } else if (!meets_deadline(deadline_time_s(sim, request.objective), request)) {
     r = refused(name, ModelStatus::kInfeasible,
                 "deadline " + seconds(request.deadline_s) +
                     " is shorter than one pass over the graph (" + seconds(sim.compute_time_s) +
@@ -405,15 +406,15 @@ PlanResult plan_chen_sqrt(const TrainingGraph& graph, const PlanRequest& request
     Schedule s =
         with_frees(graph, inputs, chen_program(graph, inputs, users, forward, segments)).schedule;
     const ScheduleReport sim = simulate(graph, s);
-    if (!sim.valid || !meets_deadline(sim.compute_time_s, request)) continue;
+    if (!sim.valid || !meets_deadline(deadline_time_s(sim, request.objective), request)) continue;
     if (sim.peak_bytes < least_peak) {
       least_peak = sim.peak_bytes;
       least_peak_segments = segments;
     }
     if (sim.peak_bytes > request.budget_bytes) continue;
-    if (!best || sim.energy_j < best_j) {
+    if (!best || objective_energy_j(sim, request.objective) < best_j) {
       best = std::move(s);
-      best_j = sim.energy_j;
+      best_j = objective_energy_j(sim, request.objective);
     }
   }
   if (!best) {
@@ -456,11 +457,14 @@ const std::vector<std::string>& baseline_names() {
 
 PlanResult plan_baseline(const std::string& name, const TrainingGraph& graph,
                          const PlanRequest& request) {
-  if (name == "store-all") return plan_store_all(graph, request);
-  if (name == "chen") return plan_chen_sqrt(graph, request);
-  if (name == "capuchin") return plan_capuchin(graph, request);
-  if (name == "rotor") return plan_rotor(graph, request);
-  if (name == "pofo") return plan_pofo(graph, request);
+  if (std::string why = infeasibility_reason(graph, request); !why.empty())
+    return refused(name, ModelStatus::kInfeasible, std::move(why));
+  const PlanRequest req = for_activations(graph, request);
+  if (name == "store-all") return plan_store_all(graph, req);
+  if (name == "chen") return plan_chen_sqrt(graph, req);
+  if (name == "capuchin") return plan_capuchin(graph, req);
+  if (name == "rotor") return plan_rotor(graph, req);
+  if (name == "pofo") return plan_pofo(graph, req);
   std::string known;
   for (const auto& n : baseline_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError("unknown baseline planner '" + name + "' (known: " + known + ")");

@@ -11,9 +11,10 @@ namespace ergon::planner {
 
 // Baseline planners (DESIGN.md, Planner): the same graph, request and simulator as POET, so
 // their points sit beside POET's on one Pareto plot. Every returned schedule has passed
-// simulate() under request.budget_bytes with compute time within request.deadline_s (paging
-// time excluded, as in POET); `objective_j` and `claimed_peak_bytes` are what the simulator
-// measured. Heuristics bound their energy by one pass over the graph (every node is computed
+// simulate() under request.budget_bytes with deadline_time_s() within request.deadline_s
+// (compute time as in POET, or the makespan under Objective::kTotal); `objective_j` (the
+// objective's energy) and `claimed_peak_bytes` are what the simulator measured. The heuristics
+// themselves plan with POET's costs; only their judging follows the objective. Heuristics bound their energy by one pass over the graph (every node is computed
 // at least once), so their status is kOptimal only when they reach that bound.
 
 /// A planner's result for `schedule`, every claim taken from the simulator: kOptimal or
@@ -51,8 +52,9 @@ PlanResult plan_capuchin(const TrainingGraph& graph, const PlanRequest& request)
 /// "store-all", "chen", "capuchin", "rotor" and "pofo" (planner/rotor.h).
 const std::vector<std::string>& baseline_names();
 
-/// Runs the baseline called `name`. Throws InputError listing the known names for an unknown
-/// one.
+/// Runs the baseline called `name` on a request in the user's terms (under kTotal the budget
+/// includes fixed bytes; the functions above take for_activations() of it). Throws
+/// InputError listing the known names for an unknown one.
 PlanResult plan_baseline(const std::string& name, const TrainingGraph& graph,
                          const PlanRequest& request);
 

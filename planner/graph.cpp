@@ -83,6 +83,8 @@ uint64_t TrainingGraph::store_all_peak_bytes() const {
 
 void TrainingGraph::validate() const {
   if (nodes.empty()) throw InputError("graph '" + name + "' has no nodes");
+  if (!std::isfinite(idle_power_w) || idle_power_w < 0)
+    throw InputError("graph '" + name + "' has a negative or invalid idle power");
   for (int k = 0; k < size(); ++k) {
     const auto& n = nodes[k];
     const std::string where = "node " + std::to_string(k) + " (" + n.name + ")";
@@ -93,6 +95,14 @@ void TrainingGraph::validate() const {
                      n.pageout_energy_j}) {
       if (!std::isfinite(v) || v < 0) throw InputError(where + " has a negative or invalid cost");
     }
+    // Energies include idle power for their duration; a little rounding is forgiven.
+    auto below_idle = [&](double energy_j, double time_s) {
+      const double idle_j = idle_power_w * time_s;
+      return energy_j < idle_j - 1e-9 * idle_j - 1e-15;
+    };
+    if (below_idle(n.energy_j, n.time_s) || below_idle(n.pagein_energy_j, n.pagein_time_s) ||
+        below_idle(n.pageout_energy_j, n.pageout_time_s))
+      throw InputError(where + " costs less energy than idle power over the same time");
   }
   std::set<std::pair<int, int>> seen;
   for (const auto& [from, to] : edges) {
@@ -113,6 +123,7 @@ TrainingGraph build_training_graph(const ForwardGraph& forward, const CostModel&
   TrainingGraph g;
   g.name = forward.name;
   g.fixed_bytes = forward.param_bytes() * static_cast<uint64_t>(2 + optimizer_copies);
+  g.idle_power_w = costs.idle_power_w();
 
   auto input_bytes = [&](int i) {
     uint64_t b = 0;

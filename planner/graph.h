@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,6 +57,10 @@ struct TrainingNode {
 struct TrainingGraph {
   std::string name;
   uint64_t fixed_bytes = 0;  ///< parameters, gradients and optimizer state: always resident
+  /// Board power with nothing running, watts. Every node's and transfer's energy includes it
+  /// for its own duration; `--objective total` charges it over the whole makespan instead,
+  /// stalls included (0: energies are dynamic only).
+  double idle_power_w = 0;
   std::vector<TrainingNode> nodes;
   std::vector<std::pair<int, int>> edges;
 
@@ -72,6 +77,10 @@ struct TrainingGraph {
   /// Peak activation memory of store-all (every output kept from its computation to its last
   /// use, nothing recomputed or paged).
   [[nodiscard]] uint64_t store_all_peak_bytes() const;
+  /// What an activity of `time_s` costing `energy_j` spends above idle power (never negative).
+  [[nodiscard]] double dynamic_energy_j(double energy_j, double time_s) const {
+    return std::max(0.0, energy_j - idle_power_w * time_s);
+  }
   /// Throws InputError naming the problem when ids, edges or costs are not well formed.
   void validate() const;
 };
@@ -93,6 +102,8 @@ class CostModel {
                                          uint64_t bytes) const = 0;
   [[nodiscard]] virtual NodeCost page_in(uint64_t bytes) const = 0;
   [[nodiscard]] virtual NodeCost page_out(uint64_t bytes) const = 0;
+  /// Board power with nothing running; the costs above include it for their duration.
+  [[nodiscard]] virtual double idle_power_w() const { return 0; }
 };
 
 /// Autograd's training graph of a forward graph: forward nodes in order, the loss, then one

@@ -201,6 +201,8 @@ TrainingGraph parse_graph_json(std::string_view text, const std::string& source)
   TrainingGraph g;
   g.name = r.string_field(doc, "name", "");
   g.fixed_bytes = r.count_field(doc, "fixed_bytes", "");
+  // Optional (later than the first files of this format): 0 when absent.
+  if (doc.contains("idle_power_w")) g.idle_power_w = r.cost_field(doc, "idle_power_w", "");
   const json& nodes = r.field(doc, "nodes", "");
   if (!nodes.is_array()) r.fail(std::string("nodes must be an array, not ") + nodes.type_name());
   g.nodes.reserve(nodes.size());
@@ -236,6 +238,7 @@ std::string to_graph_json(const TrainingGraph& graph) {
   out += "  \"format\": " + scalar(std::string(kGraphJsonFormat)) + ",\n";
   out += "  \"name\": " + scalar(graph.name) + ",\n";
   out += "  \"fixed_bytes\": " + scalar(graph.fixed_bytes) + ",\n";
+  if (graph.idle_power_w != 0) out += "  \"idle_power_w\": " + scalar(graph.idle_power_w) + ",\n";
   out += "  \"nodes\": [";
   for (std::size_t i = 0; i < graph.nodes.size(); ++i) {
     const TrainingNode& n = graph.nodes[i];

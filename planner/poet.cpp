@@ -17,12 +17,15 @@ constexpr int kNone = -1;
 /// The POET model's columns, indexed [t][i]; kNone where a variable must be zero.
 class PoetModel {
  public:
-  PoetModel(const TrainingGraph& g, const PlanRequest& req) : g_(g), n_(g.size()) {
+  PoetModel(const TrainingGraph& g, const PlanRequest& req)
+      : g_(g), n_(g.size()), objective_(req.objective) {
     inputs_ = g.inputs();
     users_ = g.users();
-    // Scale rows to O(1): memory in budgets, time in deadlines, energy in single passes.
+    // Scale rows to O(1): memory in budgets, time in deadlines or single passes, energy in
+    // single passes.
     mem_scale_ = 1.0 / static_cast<double>(std::max<uint64_t>(req.budget_bytes, 1));
     energy_scale_ = 1.0 / std::max(g.single_pass_energy_j(), 1e-300);
+    time_scale_ = 1.0 / std::max(g.single_pass_time_s(), 1e-300);
     build(req);
   }
 
@@ -59,31 +62,38 @@ class PoetModel {
         representable = false;
       }
     };
-    double time_s = 0;
+    const bool total = objective_ == Objective::kTotal;
     for (int t = 0; t < n_; ++t) {
       double u = 0;
+      double compute_s = 0, transfer_s = 0;
       for (int i = 0; i <= t; ++i) {
         set(r_[t][i], p.compute[t][i]);
         set(sram_[t][i], p.ram[t][i]);
         set(ssd_[t][i], p.ssd[t][i]);
         set(min_[t][i], p.page_in[t][i]);
         set(mout_[t][i], p.page_out[t][i]);
-        if (i < t && p.ram[t][i]) u += static_cast<double>(g_.nodes[i].output_bytes);
+        if (i == t) continue;
+        const auto& node = g_.nodes[i];
+        if (p.ram[t][i] || (total && p.page_in[t][i])) u += static_cast<double>(node.output_bytes);
+        if (p.page_in[t][i]) transfer_s += node.pagein_time_s;
+        if (p.page_out[t][i]) transfer_s += node.pageout_time_s;
       }
       for (int k = 0; k <= t; ++k) {
         if (p.compute[t][k]) {
           u += static_cast<double>(g_.nodes[k].output_bytes);
-          time_s += g_.nodes[k].time_s;
+          compute_s += g_.nodes[k].time_s;
         }
         x[u_[t][k]] = u * mem_scale_;
         if (u * mem_scale_ > 1 + 1e-9) return std::nullopt;
         for (const auto& [i, col] : free_[t][k]) {
-          if (!frees_after(p, users_, t, i, k)) continue;
+          if (!frees_after(p, users_, t, i, k, objective_)) continue;
           x[col] = 1;
           u -= static_cast<double>(g_.nodes[i].output_bytes);
         }
       }
+      if (duration_[t] != kNone) x[duration_[t]] = std::max(compute_s, transfer_s) * time_scale_;
     }
+    const double time_s = evaluate_stage_plan(g_, p, objective_).deadline_time_s;
     if (!representable || time_s > req.deadline_s * (1 + 1e-9)) return std::nullopt;
     return x;
   }
@@ -105,24 +115,31 @@ class PoetModel {
   void build(const PlanRequest& req) {
     const auto& nodes = g_.nodes;
     const double e = energy_scale_;
+    const bool total = objective_ == Objective::kTotal;
+    // kTotal charges energy above idle per activity and idle power over the stages' durations.
+    auto charge = [&](double energy_j, double time_s) {
+      return (total ? g_.dynamic_energy_j(energy_j, time_s) : energy_j) * e;
+    };
     r_.assign(n_, std::vector<int>(n_, kNone));
     sram_ = ssd_ = min_ = mout_ = u_ = r_;
+    duration_.assign(n_, kNone);
     free_.assign(n_, std::vector<std::vector<std::pair<int, int>>>(n_));
 
     for (int t = 0; t < n_; ++t) {
       for (int i = 0; i <= t; ++i) {
+        const double cost = charge(nodes[i].energy_j, nodes[i].time_s);
         if (i == t) {
-          r_[t][i] = m_.add_var(1, 1, nodes[i].energy_j * e, MilpModel::VarType::kBinary);
+          r_[t][i] = m_.add_var(1, 1, cost, MilpModel::VarType::kBinary);
         } else if (req.allowed.recompute) {
-          r_[t][i] = binary(nodes[i].energy_j * e);
+          r_[t][i] = binary(cost);
         }
       }
       for (int i = 0; i < t; ++i) {
         sram_[t][i] = binary();
         if (!req.allowed.paging) continue;
         ssd_[t][i] = binary();
-        min_[t][i] = binary(nodes[i].pagein_energy_j * e);
-        mout_[t][i] = binary(nodes[i].pageout_energy_j * e);
+        min_[t][i] = binary(charge(nodes[i].pagein_energy_j, nodes[i].pagein_time_s));
+        mout_[t][i] = binary(charge(nodes[i].pageout_energy_j, nodes[i].pageout_time_s));
       }
       for (int k = 0; k <= t; ++k) u_[t][k] = m_.add_var(0, 1, 0, MilpModel::VarType::kContinuous);
       for (int k = 0; k <= t; ++k) {
@@ -154,6 +171,9 @@ class PoetModel {
       {
         std::vector<std::pair<int, double>> terms = {{u_[t][0], 1}, {r_[t][0], -m(0)}};
         for (int i = 0; i < t; ++i) terms.emplace_back(sram_[t][i], -m(i));
+        // kTotal: what is paged in during the stage holds its memory all stage.
+        if (total)
+          for (int i = 0; i < t; ++i) terms.emplace_back(min_[t][i], -m(i));
         row(terms, 0, 0);
       }
       for (int k = 0; k < t; ++k) {
@@ -169,6 +189,8 @@ class PoetModel {
           std::vector<std::pair<int, double>> hazards = {{r_[t][k], -1}};  // (1 - R) -> const 1
           double constant = 1;
           if (t + 1 < n_) hazards.emplace_back(sram_[t + 1][i], 1);
+          // kTotal: an output being paged out stays until the stage ends.
+          if (total && i < t) hazards.emplace_back(mout_[t][i], 1);
           for (int j : users_[i])
             if (j > k && j <= t) hazards.emplace_back(r_[t][j], 1);
           const double kappa = static_cast<double>(hazards.size());
@@ -183,6 +205,10 @@ class PoetModel {
         }
       }
     }
+    if (total) {
+      build_durations(req);
+      return;
+    }
     // Deadline on compute time (POET leaves paging time out).
     if (std::isfinite(req.deadline_s)) {
       std::vector<std::pair<int, double>> terms;
@@ -192,11 +218,37 @@ class PoetModel {
     }
   }
 
+  /// kTotal: a stage lasts D[t] >= its compute time and >= its transfer time (transfers
+  /// overlap compute); idle power is charged over sum D, and the deadline bounds sum D.
+  void build_durations(const PlanRequest& req) {
+    const auto& nodes = g_.nodes;
+    std::vector<std::pair<int, double>> makespan;
+    for (int t = 0; t < n_; ++t) {
+      // D is in single passes; idle power over one single pass is its cost per unit.
+      duration_[t] = m_.add_var(0, kInf, g_.idle_power_w / time_scale_ * energy_scale_,
+                                MilpModel::VarType::kContinuous);
+      std::vector<std::pair<int, double>> compute = {{duration_[t], 1}};
+      for (int i = 0; i <= t; ++i) compute.emplace_back(r_[t][i], -nodes[i].time_s * time_scale_);
+      row(compute, 0, kInf);
+      std::vector<std::pair<int, double>> transfers = {{duration_[t], 1}};
+      for (int i = 0; i < t; ++i) {
+        transfers.emplace_back(min_[t][i], -nodes[i].pagein_time_s * time_scale_);
+        transfers.emplace_back(mout_[t][i], -nodes[i].pageout_time_s * time_scale_);
+      }
+      row(transfers, 0, kInf);
+      makespan.emplace_back(duration_[t], 1);
+    }
+    if (std::isfinite(req.deadline_s)) row(makespan, -kInf, req.deadline_s * time_scale_);
+  }
+
   const TrainingGraph& g_;
   int n_;
+  Objective objective_;
   std::vector<std::vector<int>> inputs_, users_;
   double mem_scale_ = 1;
   double energy_scale_ = 1;
+  double time_scale_ = 1;
+  std::vector<int> duration_;  ///< D[t] (kTotal), kNone otherwise
   MilpModel m_;
   std::vector<std::vector<int>> r_, sram_, ssd_, min_, mout_, u_;
   std::vector<std::vector<std::vector<std::pair<int, int>>>> free_;  // [t][k] -> (i, column)
@@ -205,21 +257,37 @@ class PoetModel {
 }  // namespace
 
 PoetModelInfo build_poet_model(const TrainingGraph& graph, const PlanRequest& request) {
-  PoetModel poet(graph, request);
+  const PlanRequest req = for_activations(graph, request);
+  PoetModel poet(graph, req);
   PoetModelInfo info;
-  if (auto plan = greedy_stage_plan(graph, request.budget_bytes, request.deadline_s, request.allowed))
-    info.warm_start = poet.assignment(*plan, request);
+  if (auto plan = greedy_stage_plan(graph, req.budget_bytes, req.deadline_s, req.allowed, 5,
+                                    req.objective))
+    info.warm_start = poet.assignment(*plan, req);
   info.model = std::move(poet.model());
   return info;
+}
+
+uint64_t activation_budget_bytes(const TrainingGraph& graph, const PlanRequest& request) {
+  if (request.objective != Objective::kTotal) return request.budget_bytes;
+  return request.budget_bytes > graph.fixed_bytes ? request.budget_bytes - graph.fixed_bytes : 0;
+}
+
+PlanRequest for_activations(const TrainingGraph& graph, const PlanRequest& request) {
+  PlanRequest req = request;
+  req.budget_bytes = activation_budget_bytes(graph, request);
+  return req;
 }
 
 std::string infeasibility_reason(const TrainingGraph& graph, const PlanRequest& request) {
   int node = 0;
   const uint64_t min_bytes = graph.min_working_set_bytes(&node);
-  if (request.budget_bytes < min_bytes) {
+  if (activation_budget_bytes(graph, request) < min_bytes) {
+    const bool total = request.objective == Objective::kTotal;
     return "budget " + human_bytes(request.budget_bytes) + " is below the " +
-           human_bytes(min_bytes) + " any schedule needs (" + graph.nodes[node].name +
-           " needs its inputs and output in memory at once)";
+           human_bytes(min_bytes + (total ? graph.fixed_bytes : 0)) + " any schedule needs (" +
+           (total ? human_bytes(graph.fixed_bytes) + " of parameters, gradients and optimizer "
+                                                     "state, and " : std::string()) +
+           graph.nodes[node].name + " needs its inputs and output in memory at once)";
   }
   const double one_pass = graph.single_pass_time_s();
   if (request.deadline_s < one_pass * (1 - 1e-12)) {
@@ -242,15 +310,16 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 /// Fills the result's claims from a plan. Every node is computed at least once, so one pass
 /// is a lower bound whatever else is known.
 void claim(const TrainingGraph& graph, const StagePlan& plan, double bound_j,
-           double relative_gap, PlanResult& result) {
-  const StagePlanCosts costs = evaluate_stage_plan(graph, plan);
+           const PlanRequest& request, PlanResult& result) {
+  const double relative_gap = request.relative_gap;
+  const StagePlanCosts costs = evaluate_stage_plan(graph, plan, request.objective);
   result.objective_j = costs.energy_j;
   result.claimed_peak_bytes = costs.peak_bytes;
   result.bound_j = std::max(bound_j, graph.single_pass_energy_j());
   result.bound_j = std::min(result.bound_j, result.objective_j);
   result.gap = (result.objective_j - result.bound_j) / std::max(result.objective_j, 1e-300);
   result.status = result.gap <= relative_gap ? ModelStatus::kOptimal : ModelStatus::kFeasible;
-  result.schedule = to_schedule(graph, plan);
+  result.schedule = to_schedule(graph, plan, request.objective);
 }
 
 /// The smallest budget (within 1 %) at which the greedy heuristic finds a plan, between the
@@ -258,7 +327,9 @@ void claim(const TrainingGraph& graph, const StagePlan& plan, double bound_j,
 std::optional<uint64_t> smallest_greedy_budget(const TrainingGraph& graph,
                                                const PlanRequest& request) {
   auto found_at = [&](uint64_t budget) {
-    return greedy_stage_plan(graph, budget, request.deadline_s, request.allowed, 0).has_value();
+    return greedy_stage_plan(graph, budget, request.deadline_s, request.allowed, 0,
+                             request.objective)
+        .has_value();
   };
   uint64_t lo = request.budget_bytes;  // nothing found here
   uint64_t hi = std::max(graph.store_all_peak_bytes(), lo + 1);
@@ -281,22 +352,25 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     result.why = std::move(why);
     return result;
   }
+  // From here on the budget is what activations may use; messages speak of the user's.
+  const PlanRequest req = for_activations(graph, request);
+  const uint64_t user_budget_bytes = request.budget_bytes;
   // The greedy plan often proves itself: within the gap of one pass's energy, no solver is
   // needed (store-all, whenever it fits, is exactly optimal). Otherwise it is the solver's
   // warm start and what is returned if the solver finds nothing better.
   // Local search gets a fifth of the time limit (within 0.2 to 10 s).
   std::optional<StagePlan> heuristic =
-      greedy_stage_plan(graph, request.budget_bytes, request.deadline_s, request.allowed,
-                        std::clamp(request.time_limit_s / 5, 0.2, 10.0));
+      greedy_stage_plan(graph, req.budget_bytes, req.deadline_s, req.allowed,
+                        std::clamp(req.time_limit_s / 5, 0.2, 10.0), req.objective);
   if (heuristic) {
-    claim(graph, *heuristic, 0, request.relative_gap, result);
+    claim(graph, *heuristic, 0, req, result);
     if (result.status == ModelStatus::kOptimal) {
       result.solve_time_s = seconds_since(start);
       return result;
     }
   }
 
-  PoetModel poet(graph, request);
+  PoetModel poet(graph, req);
   MilpModel& model = poet.model();
   result.variables = model.num_vars();
   result.integers = model.num_integers();
@@ -307,18 +381,18 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   // CBC's own root solve on large models spends its whole limit in preprocessing first.
   double lp_bound_j = 0;
   const RelaxationResult lp =
-      solver.solve_relaxation(model, std::max(1.0, request.time_limit_s - seconds_since(start)));
+      solver.solve_relaxation(model, std::max(1.0, req.time_limit_s - seconds_since(start)));
   if (lp.infeasible) {
     result.status = ModelStatus::kInfeasible;
     result.schedule.reset();
-    result.why = "no schedule fits a budget of " + human_bytes(request.budget_bytes) +
+    result.why = "no schedule fits a budget of " + human_bytes(user_budget_bytes) +
                  " and the deadline together (even fractionally); loosen either";
     result.solve_time_s = seconds_since(start);
     return result;
   }
   if (lp.optimal) lp_bound_j = lp.objective / poet.energy_scale();
   if (heuristic) {
-    claim(graph, *heuristic, lp_bound_j, request.relative_gap, result);
+    claim(graph, *heuristic, lp_bound_j, req, result);
     if (result.status == ModelStatus::kOptimal) {
       result.solve_time_s = seconds_since(start);
       return result;
@@ -326,28 +400,28 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   }
 
   // Too little time left for branch and bound: the heuristic and the bound are the answer.
-  if (heuristic && request.time_limit_s - seconds_since(start) < 1.0) {
+  if (heuristic && req.time_limit_s - seconds_since(start) < 1.0) {
     result.solve_time_s = seconds_since(start);
     return result;
   }
   SolveOptions options;
   // CBC may overrun its limit by 10 % and a grace period before it is stopped: leave room
   // for both within the request's limit.
-  options.time_limit_s = std::max(1.0, (request.time_limit_s - seconds_since(start) - 2) / 1.35);
-  options.relative_gap = request.relative_gap;
-  options.threads = request.threads;
-  options.backend_parameters = request.solver_parameters;
+  options.time_limit_s = std::max(1.0, (req.time_limit_s - seconds_since(start) - 2) / 1.35);
+  options.relative_gap = req.relative_gap;
+  options.threads = req.threads;
+  options.backend_parameters = req.solver_parameters;
   const double scale = poet.energy_scale();
-  if (request.progress) {
+  if (req.progress) {
     options.progress = [&](const SolveProgress& p) {
       SolveProgress unscaled = p;
       if (p.incumbent) unscaled.incumbent = *p.incumbent / scale;
       if (p.bound) unscaled.bound = *p.bound / scale;
-      request.progress(unscaled);
+      req.progress(unscaled);
     };
   }
   if (heuristic) {
-    options.warm_start = poet.assignment(*heuristic, request);
+    options.warm_start = poet.assignment(*heuristic, req);
     assert(options.warm_start && model.max_violation(*options.warm_start) < 1e-6);
     options.fallback = options.warm_start;
   }
@@ -371,10 +445,10 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     result.status = solved.model;
     result.bound_j = solved.bound / scale;
     if (solved.model == ModelStatus::kInfeasible) {
-      result.why = "no schedule fits a budget of " + human_bytes(request.budget_bytes) +
+      result.why = "no schedule fits a budget of " + human_bytes(user_budget_bytes) +
                    " and the deadline together; loosen either";
     } else if (solved.solve_time_s >= options.time_limit_s) {
-      result.why = "the time limit (" + std::to_string(static_cast<int>(request.time_limit_s)) +
+      result.why = "the time limit (" + std::to_string(static_cast<int>(req.time_limit_s)) +
                    " s) ran out before a schedule was found" +
                    (solved.message.empty() ? "" : " (" + solved.message + ")");
     } else {
@@ -385,7 +459,8 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
                     solved.solve_time_s);
       result.why = buf;
     }
-    if (auto found = smallest_greedy_budget(graph, request)) {
+    if (auto found = smallest_greedy_budget(graph, req)) {
+      *found += user_budget_bytes - req.budget_bytes;  // kTotal: fixed bytes back in
       result.why += "; the greedy heuristic finds schedules from " + human_bytes(*found) +
                     " (" + std::to_string(*found) + " bytes) up";
     }
@@ -393,7 +468,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   }
   const StagePlan plan = poet.plan_from(solved.x);
   assert(check_stage_plan(graph, plan).empty());
-  claim(graph, plan, std::max(solved.bound / scale, lp_bound_j), request.relative_gap, result);
+  claim(graph, plan, std::max(solved.bound / scale, lp_bound_j), req, result);
   return result;
 }
 

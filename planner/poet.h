@@ -13,8 +13,11 @@ namespace ergon::planner {
 
 /// What the user asks of a planner.
 struct PlanRequest {
-  uint64_t budget_bytes = 0;  ///< activation memory (POET: fixed bytes are not counted)
-  double deadline_s = 0;      ///< compute time of the iteration (POET: paging time not counted)
+  Objective objective = Objective::kPoet;
+  /// kPoet: activation memory (fixed bytes not counted); kTotal: all memory, fixed bytes too.
+  uint64_t budget_bytes = 0;
+  /// kPoet: compute time of the iteration (paging time not counted); kTotal: its makespan.
+  double deadline_s = 0;
   double time_limit_s = 60;
   double relative_gap = 1e-6;
   int threads = 1;
@@ -36,12 +39,12 @@ struct PlanResult {
   /// a heuristic's plan stands). Empty when there is nothing to say.
   std::string note;
   std::optional<Schedule> schedule;
-  double objective_j = 0;  ///< the planner's own claim
+  double objective_j = 0;  ///< the planner's own claim, in the request's objective
   double bound_j = 0;      ///< proven lower bound on the objective
   double gap = 0;
   double solve_time_s = 0;
-  /// The planner's claimed peak activation memory (an upper bound on what the simulator
-  /// measures).
+  /// The planner's claimed peak activation memory, fixed bytes not included (an upper bound
+  /// on what the simulator measures).
   uint64_t claimed_peak_bytes = 0;
   int variables = 0;
   int integers = 0;
@@ -68,7 +71,14 @@ struct PoetModelInfo {
 PoetModelInfo build_poet_model(const TrainingGraph& graph, const PlanRequest& request);
 
 /// Checks a request against what any schedule needs before solving: the budget against the
-/// largest single-node working set, the deadline against one pass. Empty when plausible.
+/// largest single-node working set (plus fixed bytes under kTotal), the deadline against one
+/// pass. Empty when plausible.
 std::string infeasibility_reason(const TrainingGraph& graph, const PlanRequest& request);
+
+/// The memory a request leaves activations: its budget under kPoet; under kTotal what fixed
+/// bytes leave of it (0 when they do not fit).
+uint64_t activation_budget_bytes(const TrainingGraph& graph, const PlanRequest& request);
+/// The request with budget_bytes = activation_budget_bytes(): what planners count against.
+PlanRequest for_activations(const TrainingGraph& graph, const PlanRequest& request);
 
 }  // namespace ergon::planner

@@ -435,7 +435,10 @@ PlanResult plan_chain(const std::string& name, Moves moves, const TrainingGraph&
     return finish(result);
   }
   double bound_j = dp.energy_j();
-  if (!exact) {
+  if (request.objective == Objective::kTotal && moves != Moves::kRecompute) {
+    // The DP minimizes POET's energy; with overlapped transfers its optimum bounds nothing.
+    bound_j = graph.single_pass_energy_j();
+  } else if (!exact) {
     // Rounding sizes down relaxes the budget, so this DP's optimum bounds the rounded-up one.
     bound_j = RotorDp(graph, *chain, slot_bytes, budget_slots, Rounding::kDown, moves).energy_j();
   }

@@ -1,6 +1,7 @@
 #include "planner/schedule.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/error.h"
 
@@ -16,6 +17,10 @@ std::string to_string(StepKind kind) {
   return "unknown";
 }
 
+std::string to_string(Objective objective) {
+  return objective == Objective::kTotal ? "total" : "poet";
+}
+
 ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
                         std::optional<uint64_t> budget_bytes) {
   ScheduleReport r;
@@ -29,6 +34,18 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
     return r;
   };
   auto over_budget = [&] { return budget_bytes && memory > *budget_bytes; };
+  // Timed replay (see schedule.h): when the next step is handed out, when each unit is free,
+  // when each tensor's RAM copy is complete, on storage, and last touched.
+  constexpr double kNever = std::numeric_limits<double>::infinity();
+  double handed_out_s = 0, compute_free_s = 0, storage_free_s = 0, dynamic_j = 0;
+  std::vector<double> ready_s(n, 0), stored_s(n, kNever), touched_s(n, 0);
+  auto run = [&](double& unit_free_s, double earliest_s, double duration_s, double energy_j) {
+    const double end_s = std::max({handed_out_s, unit_free_s, earliest_s}) + duration_s;
+    unit_free_s = end_s;
+    r.makespan_s = std::max(r.makespan_s, end_s);
+    dynamic_j += graph.dynamic_energy_j(energy_j, duration_s);
+    return end_s;
+  };
 
   for (std::size_t s = 0; s < schedule.steps.size(); ++s) {
     const Step& step = schedule.steps[s];
@@ -51,6 +68,11 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
                                " bytes, over the budget of " + std::to_string(*budget_bytes));
         r.compute_time_s += node.time_s;
         r.energy_j += node.energy_j;
+        double inputs_ready_s = 0;
+        for (int i : inputs[k]) inputs_ready_s = std::max(inputs_ready_s, ready_s[i]);
+        const double end_s = run(compute_free_s, inputs_ready_s, node.time_s, node.energy_j);
+        ready_s[k] = touched_s[k] = end_s;
+        for (int i : inputs[k]) touched_s[i] = std::max(touched_s[i], end_s);
         ++(computed[k] ? r.recomputes : r.computes);
         computed[k] = 1;
         break;
@@ -58,6 +80,12 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
       case StepKind::kPageOut:
         if (!resident[k]) return reject(s, "paging out " + node.name + ", which is not in memory");
         stored[k] = 1;
+        {
+          const double end_s =
+              run(storage_free_s, ready_s[k], node.pageout_time_s, node.pageout_energy_j);
+          stored_s[k] = std::min(stored_s[k], end_s);
+          touched_s[k] = std::max(touched_s[k], end_s);
+        }
         r.paging_time_s += node.pageout_time_s;
         r.energy_j += node.pageout_energy_j;
         ++r.page_outs;
@@ -71,6 +99,8 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
         r.peak_bytes = std::max(r.peak_bytes, memory);
         if (over_budget())
           return reject(s, "paging in " + node.name + " exceeds the budget");
+        ready_s[k] = touched_s[k] =
+            run(storage_free_s, stored_s[k], node.pagein_time_s, node.pagein_energy_j);
         r.paging_time_s += node.pagein_time_s;
         r.energy_j += node.pagein_energy_j;
         ++r.page_ins;
@@ -79,11 +109,13 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
         if (!resident[k]) return reject(s, "freeing " + node.name + ", which is not in memory");
         resident[k] = 0;
         memory -= node.output_bytes;
+        handed_out_s = std::max(handed_out_s, touched_s[k]);
         break;
     }
   }
   for (int k = 0; k < n; ++k)
     if (!computed[k]) return reject(schedule.steps.size(), graph.nodes[k].name + " is never computed");
+  r.total_energy_j = dynamic_j + graph.idle_power_w * r.makespan_s;
   r.valid = true;
   return r;
 }

@@ -26,6 +26,16 @@ struct Schedule {
   std::vector<Step> steps;
 };
 
+/// What a plan is charged for, and how its memory and time are counted.
+/// kPoet: POET's model (DESIGN.md) exactly: energy is compute + paging energy; the deadline
+///   bounds compute time only; a tensor paged in during a stage counts from the next stage.
+/// kTotal: transfers overlap compute up to the storage bandwidth and stall beyond it; energy
+///   is the energy above idle power plus idle power x makespan; the deadline bounds the
+///   makespan; the budget covers fixed bytes too; a tensor being paged in or out holds its
+///   memory while it moves.
+enum class Objective { kPoet, kTotal };
+std::string to_string(Objective objective);
+
 /// What the independent simulator measured by replaying a schedule.
 struct ScheduleReport {
   bool valid = false;
@@ -33,7 +43,11 @@ struct ScheduleReport {
   uint64_t peak_bytes = 0;       ///< activation memory (fixed bytes not included)
   double compute_time_s = 0;     ///< every compute, recomputations included
   double paging_time_s = 0;      ///< every page-in and page-out
-  double energy_j = 0;           ///< compute + paging energy
+  double energy_j = 0;           ///< compute + paging energy (POET's measure)
+  /// Wall time when a compute unit and a storage channel work at once (see simulate()).
+  double makespan_s = 0;
+  /// Energy above idle power of every compute and transfer, plus idle power x makespan.
+  double total_energy_j = 0;
   int computes = 0;
   int recomputes = 0;
   int page_ins = 0;
@@ -44,6 +58,13 @@ struct ScheduleReport {
 /// page-in's tensor is not on storage, a page-out's or free's tensor is not resident, a node
 /// is never computed, or memory exceeds `budget_bytes` (when given) at any step.
 /// Memory is counted after each compute allocates its output, before any free.
+///
+/// Timing: steps are handed out in order to one compute unit and one storage channel, each
+/// working through its steps in order; a compute waits for its inputs (a page-in's end), a
+/// page-out for its tensor, a page-in for its page-out. Memory is taken when a step is handed
+/// out and a free waits until every earlier step touching its tensor is done, holding back
+/// the steps after it, so memory at any instant never exceeds the count in step order.
+/// Transfers thus overlap compute up to the storage bandwidth and stall it beyond.
 ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
                         std::optional<uint64_t> budget_bytes = std::nullopt);
 
@@ -58,5 +79,13 @@ std::vector<uint8_t> encode_schedule(const Schedule& schedule, int node_count);
 Schedule decode_schedule(const std::vector<uint8_t>& bytes, int* node_count = nullptr);
 
 std::string to_string(StepKind kind);
+
+/// The energy an objective minimizes and the time its deadline bounds, from a replay.
+inline double objective_energy_j(const ScheduleReport& r, Objective objective) {
+  return objective == Objective::kTotal ? r.total_energy_j : r.energy_j;
+}
+inline double deadline_time_s(const ScheduleReport& r, Objective objective) {
+  return objective == Objective::kTotal ? r.makespan_s : r.compute_time_s;
+}
 
 }  // namespace ergon::planner

@@ -49,9 +49,10 @@ std::string check_stage_plan(const TrainingGraph& graph, const StagePlan& p) {
 }
 
 bool frees_after(const StagePlan& p, const std::vector<std::vector<int>>& users, int t, int i,
-                 int k) {
+                 int k, Objective objective) {
   if (!p.compute[t][k]) return false;
   if (t + 1 < p.n && p.ram[t + 1][i]) return false;
+  if (objective == Objective::kTotal && i < t && p.page_out[t][i]) return false;
   for (int j : users[i])
     if (j > k && j <= t && p.compute[t][j]) return false;
   return true;
@@ -60,41 +61,63 @@ bool frees_after(const StagePlan& p, const std::vector<std::vector<int>>& users,
 namespace {
 
 StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vector<int>>& inputs,
-                        const std::vector<std::vector<int>>& users, const StagePlan& p) {
+                        const std::vector<std::vector<int>>& users, const StagePlan& p,
+                        Objective objective) {
   const int n = graph.size();
+  const bool total = objective == Objective::kTotal;
+  // kPoet charges each activity's energy; kTotal its energy above idle, plus idle power over
+  // the makespan.
+  auto charge = [&](double energy_j, double time_s) {
+    return total ? graph.dynamic_energy_j(energy_j, time_s) : energy_j;
+  };
   StagePlanCosts c;
   c.stage_peak_bytes.assign(n, 0);
   for (int t = 0; t < n; ++t) {
     int64_t u = 0;
+    double stage_compute_s = 0, stage_transfer_s = 0;
     for (int i = 0; i < t; ++i) {
-      if (p.ram[t][i]) u += static_cast<int64_t>(graph.nodes[i].output_bytes);
-      if (p.page_in[t][i]) c.energy_j += graph.nodes[i].pagein_energy_j;
-      if (p.page_out[t][i]) c.energy_j += graph.nodes[i].pageout_energy_j;
+      const auto& node = graph.nodes[i];
+      if (p.ram[t][i] || (total && p.page_in[t][i])) u += static_cast<int64_t>(node.output_bytes);
+      if (p.page_in[t][i]) {
+        c.energy_j += charge(node.pagein_energy_j, node.pagein_time_s);
+        stage_transfer_s += node.pagein_time_s;
+      }
+      if (p.page_out[t][i]) {
+        c.energy_j += charge(node.pageout_energy_j, node.pageout_time_s);
+        stage_transfer_s += node.pageout_time_s;
+      }
     }
     int64_t peak = u;
     for (int k = 0; k <= t; ++k) {
       if (!p.compute[t][k]) continue;
-      c.energy_j += graph.nodes[k].energy_j;
-      c.compute_time_s += graph.nodes[k].time_s;
+      c.energy_j += charge(graph.nodes[k].energy_j, graph.nodes[k].time_s);
+      stage_compute_s += graph.nodes[k].time_s;
       u += static_cast<int64_t>(graph.nodes[k].output_bytes);
       peak = std::max(peak, u);
       for (int i : inputs[k])
-        if (frees_after(p, users, t, i, k)) u -= static_cast<int64_t>(graph.nodes[i].output_bytes);
-      if (frees_after(p, users, t, k, k)) u -= static_cast<int64_t>(graph.nodes[k].output_bytes);
+        if (frees_after(p, users, t, i, k, objective))
+          u -= static_cast<int64_t>(graph.nodes[i].output_bytes);
+      if (frees_after(p, users, t, k, k, objective))
+        u -= static_cast<int64_t>(graph.nodes[k].output_bytes);
     }
+    c.compute_time_s += stage_compute_s;
+    c.makespan_s += std::max(stage_compute_s, stage_transfer_s);
     c.stage_peak_bytes[t] = static_cast<uint64_t>(peak);
     c.peak_bytes = std::max(c.peak_bytes, c.stage_peak_bytes[t]);
   }
+  if (total) c.energy_j += graph.idle_power_w * c.makespan_s;
+  c.deadline_time_s = total ? c.makespan_s : c.compute_time_s;
   return c;
 }
 
 }  // namespace
 
-StagePlanCosts evaluate_stage_plan(const TrainingGraph& graph, const StagePlan& plan) {
-  return evaluate(graph, graph.inputs(), graph.users(), plan);
+StagePlanCosts evaluate_stage_plan(const TrainingGraph& graph, const StagePlan& plan,
+                                   Objective objective) {
+  return evaluate(graph, graph.inputs(), graph.users(), plan, objective);
 }
 
-Schedule to_schedule(const TrainingGraph& graph, const StagePlan& p) {
+Schedule to_schedule(const TrainingGraph& graph, const StagePlan& p, Objective objective) {
   const int n = graph.size();
   const auto inputs = graph.inputs();
   const auto users = graph.users();
@@ -106,18 +129,27 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& p) {
       resident[i] = 0;
     }
   };
+  const bool total = objective == Objective::kTotal;
   for (int t = 0; t < n; ++t) {
     for (int i = 0; i < t; ++i)
       if (p.page_out[t][i]) s.steps.push_back({StepKind::kPageOut, i});
+    if (total) {
+      for (int i = 0; i < t; ++i) {
+        if (!p.page_in[t][i]) continue;
+        s.steps.push_back({StepKind::kPageIn, i});
+        resident[i] = 1;
+      }
+    }
     for (int k = 0; k <= t; ++k) {
       if (!p.compute[t][k]) continue;
       s.steps.push_back({StepKind::kCompute, k});
       resident[k] = 1;
-      for (int i : inputs[k]) free_if(frees_after(p, users, t, i, k), i);
-      free_if(frees_after(p, users, t, k, k), k);
+      for (int i : inputs[k]) free_if(frees_after(p, users, t, i, k, objective), i);
+      free_if(frees_after(p, users, t, k, k, objective), k);
     }
     if (t + 1 == n) break;
     for (int i = 0; i <= t; ++i) free_if(!p.ram[t + 1][i], i);
+    if (total) continue;
     for (int i = 0; i < t; ++i) {
       if (!p.page_in[t][i]) continue;
       s.steps.push_back({StepKind::kPageIn, i});
@@ -152,9 +184,9 @@ struct State {
 class Greedy {
  public:
   Greedy(const TrainingGraph& g, uint64_t budget_bytes, double deadline_s, AllowedMoves allowed,
-         double search_time_s)
+         double search_time_s, Objective objective)
       : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget_bytes),
-        deadline_(deadline_s),
+        deadline_(deadline_s), objective_(objective),
         stop_at_(std::chrono::steady_clock::now() +
                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                      std::chrono::duration<double>(search_time_s))) {
@@ -168,14 +200,19 @@ class Greedy {
     if (!repair(s)) {
       // Stuck: no single bridge helps (deep recomputation chains need several at once).
       // Start over from the other end, every tensor bridged wherever it waits, and let the
-      // local search carry tensors again while the plan still fits.
-      if (bridges_.empty()) return std::nullopt;
-      Choices all(n_, std::vector<char>(n_, kUnset));
-      for (int j = 0; j < n_; ++j)
-        for (int u : users_[j])
-          if (u - j >= 2) all[u][j] = bridges_.back();
-      s = measure(std::move(all));
-      if (!fits_deadline(s) || !repair(s)) return std::nullopt;
+      // local search carry tensors again while the plan still fits. Paging everything is
+      // tried first; where page-ins hold memory while they run (Objective::kTotal) it may
+      // not fit where recomputing everything does.
+      bool restarted = false;
+      for (auto b = bridges_.rbegin(); b != bridges_.rend() && !restarted; ++b) {
+        Choices all(n_, std::vector<char>(n_, kUnset));
+        for (int j = 0; j < n_; ++j)
+          for (int u : users_[j])
+            if (u - j >= 2) all[u][j] = *b;
+        s = measure(std::move(all));
+        restarted = fits_deadline(s) && repair(s);
+      }
+      if (!restarted) return std::nullopt;
     }
     improve(s);
     return std::move(s.plan);
@@ -183,7 +220,7 @@ class Greedy {
 
  private:
   bool fits_deadline(const State& s) const {
-    return s.costs.compute_time_s <= deadline_ * (1 + 1e-9);
+    return s.costs.deadline_time_s <= deadline_ * (1 + 1e-9);
   }
 
   bool covers_excess(const State& s, const Gap& gap) const {
@@ -254,7 +291,7 @@ class Greedy {
     State s;
     s.plan = derive(c, s.gaps);
     s.choices = std::move(c);
-    s.costs = evaluate(g_, inputs_, users_, s.plan);
+    s.costs = evaluate(g_, inputs_, users_, s.plan, objective_);
     for (uint64_t peak : s.costs.stage_peak_bytes)
       if (peak > budget_) s.excess += static_cast<double>(peak - budget_);
     return s;
@@ -344,6 +381,7 @@ class Greedy {
   std::vector<std::vector<int>> inputs_, users_;
   uint64_t budget_;
   double deadline_;
+  Objective objective_;
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
   std::chrono::steady_clock::time_point stop_at_;  ///< when local search gives up
 };
@@ -352,10 +390,10 @@ class Greedy {
 
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
                                            double deadline_s, AllowedMoves allowed,
-                                           double search_time_s) {
+                                           double search_time_s, Objective objective) {
   if (graph.size() == 0) return std::nullopt;
   std::optional<StagePlan> plan =
-      Greedy(graph, budget_bytes, deadline_s, allowed, search_time_s).run();
+      Greedy(graph, budget_bytes, deadline_s, allowed, search_time_s, objective).run();
   assert(!plan || check_stage_plan(graph, *plan).empty());
   return plan;
 }

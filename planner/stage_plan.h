@@ -29,12 +29,17 @@ struct AllowedMoves {
   bool paging = true;
 };
 
-/// A plan measured the way POET's model measures it.
+/// A plan measured the way the MILP of an Objective measures it.
 struct StagePlanCosts {
-  double energy_j = 0;        ///< compute + paging energy
-  double compute_time_s = 0;  ///< every compute (POET leaves paging time out)
+  double energy_j = 0;        ///< the objective's energy
+  double compute_time_s = 0;  ///< every compute
+  /// Sum over stages of max(compute, transfers): under kTotal a stage's transfers overlap
+  /// its computes.
+  double makespan_s = 0;
+  double deadline_time_s = 0;  ///< what the deadline bounds: compute time or makespan
   /// Memory as the model's U counts it: after each compute allocates its output and before
-  /// the frees it triggers; a paged-in output counts from the next stage on.
+  /// the frees it triggers. Under kPoet a paged-in output counts from the next stage on;
+  /// under kTotal from the stage that pages it in, and an output paged out stays all stage.
   uint64_t peak_bytes = 0;
   std::vector<uint64_t> stage_peak_bytes;
 };
@@ -45,27 +50,34 @@ struct StagePlanCosts {
 /// page-outs read RAM and page-ins read storage. Otherwise the first broken rule.
 std::string check_stage_plan(const TrainingGraph& graph, const StagePlan& plan);
 
-StagePlanCosts evaluate_stage_plan(const TrainingGraph& graph, const StagePlan& plan);
+StagePlanCosts evaluate_stage_plan(const TrainingGraph& graph, const StagePlan& plan,
+                                   Objective objective = Objective::kPoet);
 
 /// POET's Free[t,(i,k)]: whether i's output is dropped right after k is computed in stage t
 /// (k computed, i not kept for stage t + 1, and no later consumer of i computed in stage t).
-/// `users` is graph.users(); the edge (k,k) frees k's own output.
+/// `users` is graph.users(); the edge (k,k) frees k's own output. Under kTotal an output paged
+/// out in stage t is not dropped before the stage ends.
 bool frees_after(const StagePlan& plan, const std::vector<std::vector<int>>& users, int t,
-                 int i, int k);
+                 int i, int k, Objective objective = Objective::kPoet);
 
 /// The ordered steps of a plan: per stage, page-outs, then computes (each followed by the
 /// frees it triggers), then drops of what the next stage does not keep, then page-ins.
-Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan);
+/// Under kTotal a stage's page-ins come first with its page-outs, so that they overlap its
+/// computes.
+Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan,
+                     Objective objective = Objective::kPoet);
 
 /// A fast heuristic for POET's problem: starting from store-all, repeatedly bridges the
 /// stretch of some tensor's residency that is cheapest to give up per byte over the budget,
 /// either by recomputing it where it is needed (with whatever it needs that is not resident)
 /// or by paging it out and back in, until every stage fits `budget_bytes`; then undoes each
 /// change that is no longer needed, and searches locally (each change swapped for another,
-/// or undone and the excess repaired) for up to `search_time_s`. Respects `deadline_s`
-/// (compute time). nullopt when it finds no plan, which does not prove that none exists.
+/// or undone and the excess repaired) for up to `search_time_s`. Measures plans as
+/// `objective` does, deadline included. nullopt when it finds no plan, which does not prove
+/// that none exists.
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
                                            double deadline_s, AllowedMoves allowed = {},
-                                           double search_time_s = 5);
+                                           double search_time_s = 5,
+                                           Objective objective = Objective::kPoet);
 
 }  // namespace ergon::planner

@@ -29,6 +29,9 @@ class ParetoTest : public ::testing::Test {
     a.graph.board = "nrf52840";
     a.graph.gap = 0.01;
     a.graph.time_limit_s = 5;
+    // POET's objective: paging alone works down to the largest working set, the grid's
+    // lowest point (under total, a page-in holds its memory while it runs).
+    a.graph.objective = "poet";
     a.planners = "poet,paging";
     a.budgets = 4;
     a.jobs = 2;
@@ -85,6 +88,27 @@ TEST_F(ParetoTest, FrontPointsGetCheaperAsTheBudgetGrows) {
     last[p.plan.planner] = *p.plan.energy_j;
   }
   EXPECT_GE(on_front, 4);
+}
+
+TEST_F(ParetoTest, TotalObjectivePlansAreStoredApartWithFixedBytesInTheirBudgets) {
+  pareto_sweep(mlp_sweep(), nullptr);
+  auto total = mlp_sweep();
+  total.graph.objective = "total";
+  total.planners = "poet,store-all";
+  const auto points = pareto_sweep(total, nullptr);
+  ASSERT_EQ(points.size(), 8U);
+  const auto graph = load_graph(total.graph);
+  for (const auto& p : points) {
+    EXPECT_FALSE(p.reused) << "a POET-objective plan was taken for a total one";
+    EXPECT_EQ(p.plan.objective, "total");
+    EXPECT_GE(p.plan.budget_bytes, graph.fixed_bytes + graph.min_working_set_bytes());
+    if (p.plan.peak_bytes) {
+      EXPECT_LE(*p.plan.peak_bytes + graph.fixed_bytes, p.plan.budget_bytes);
+    }
+  }
+  // Store-all fits only the top of the grid (store-all's peak plus fixed bytes).
+  EXPECT_TRUE(points.back().plan.energy_j);
+  EXPECT_FALSE(points[4].plan.energy_j);
 }
 
 TEST_F(ParetoTest, UnknownPlannerIsRefusedBeforeAnythingIsSolved) {

@@ -5,7 +5,13 @@
 // page-outs, the set of nodes to compute, what stays in RAM for the next stage and what is
 // paged in at its end; memory frees a tensor right after its last use in the stage unless it
 // is kept. Returns the minimum energy, or infinity when nothing fits.
+//
+// Under Objective::kTotal the stage's page-ins run during it (their memory counts from the
+// stage start), a tensor being paged out stays until the stage ends, a stage lasts the longer
+// of its computes and its transfers, and energy is the energy above idle plus idle power
+// over every stage's duration.
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -13,13 +19,16 @@
 #include <vector>
 
 #include "planner/graph.h"
+#include "planner/schedule.h"
 
 namespace ergon::planner::testing {
 
 class BruteForce {
  public:
-  BruteForce(const TrainingGraph& g, uint64_t budget, double deadline_s)
-      : g_(g), n_(g.size()), budget_(budget), deadline_(deadline_s) {
+  BruteForce(const TrainingGraph& g, uint64_t budget, double deadline_s,
+             Objective objective = Objective::kPoet)
+      : g_(g), n_(g.size()), budget_(budget), deadline_(deadline_s),
+        total_(objective == Objective::kTotal) {
     in_ = g.inputs();
     users_ = g.users();
   }
@@ -75,51 +84,72 @@ class BruteForce {
     for (int i = 0; i <= t; ++i)
       if (needed_after(i, t)) future |= 1U << i;
     const uint32_t below_t = (1U << t) - 1;
+    auto charge = [&](double energy_j, double time_s) {
+      return total_ ? g_.dynamic_energy_j(energy_j, time_s) : energy_j;
+    };
     for (uint32_t out : subsets(ram & ~ssd & future)) {
-      double page_out_e = 0;
-      for (int i = 0; i < n_; ++i)
-        if (out >> i & 1U) page_out_e += g_.nodes[i].pageout_energy_j;
+      double page_out_e = 0, page_out_s = 0;
+      for (int i = 0; i < n_; ++i) {
+        if (!(out >> i & 1U)) continue;
+        page_out_e += charge(g_.nodes[i].pageout_energy_j, g_.nodes[i].pageout_time_s);
+        page_out_s += g_.nodes[i].pageout_time_s;
+      }
+      // kTotal: what is paged in during this stage; kPoet pages in after the replay.
+      const std::vector<uint32_t> during = total_ ? subsets(ssd & future & ~ram)
+                                                  : std::vector<uint32_t>{0};
       for (uint32_t extra : subsets(below_t & ~ram)) {
         const uint32_t compute = extra | (1U << t);
-        // Replay the stage.
-        uint32_t resident = ram;
-        bool ok = mem_of(ram) <= budget_;
-        double time = 0, energy = page_out_e;
-        for (uint32_t keep : subsets((ram | compute) & future)) {
-          resident = ram;
-          uint64_t mem = mem_of(ram);
-          ok = mem <= budget_;
-          time = 0;
-          energy = page_out_e;
-          for (int k = 0; k <= t && ok; ++k) {
-            if (!(compute >> k & 1U)) continue;
-            for (int i : in_[k]) ok = ok && (resident >> i & 1U);
-            if (!ok) break;
-            resident |= 1U << k;
-            mem += g_.nodes[k].output_bytes;
-            ok = mem <= budget_;
-            time += g_.nodes[k].time_s;
-            energy += g_.nodes[k].energy_j;
-            std::vector<int> candidates = in_[k];
-            candidates.push_back(k);
-            for (int i : candidates) {
-              if (!(resident >> i & 1U) || (keep >> i & 1U)) continue;
-              bool later_use = false;
-              for (int j : users_[i]) later_use = later_use || (j > k && (compute >> j & 1U));
-              if (later_use) continue;
-              resident &= ~(1U << i);
-              mem -= g_.nodes[i].output_bytes;
-            }
+        for (uint32_t in_during : during) {
+          double in_during_e = 0, in_during_s = 0;
+          for (int i = 0; i < n_; ++i) {
+            if (!(in_during >> i & 1U)) continue;
+            in_during_e += charge(g_.nodes[i].pagein_energy_j, g_.nodes[i].pagein_time_s);
+            in_during_s += g_.nodes[i].pagein_time_s;
           }
-          if (!ok) continue;
-          if ((keep & resident) != keep) continue;
-          const uint32_t next_ssd = ssd | out;
-          for (uint32_t in : subsets(ssd & future & ~keep)) {
-            double in_e = 0;
-            for (int i = 0; i < n_; ++i)
-              if (in >> i & 1U) in_e += g_.nodes[i].pagein_energy_j;
-            for (const auto& [rt, re] : frontier(t + 1, keep | in, next_ssd))
-              add(result, time + rt, energy + in_e + re);
+          for (uint32_t keep : subsets((ram | compute) & future)) {
+            // Replay the stage.
+            uint32_t resident = ram;
+            uint64_t mem = mem_of(ram) + mem_of(in_during);
+            bool ok = mem <= budget_;
+            double compute_s = 0, energy = page_out_e + in_during_e;
+            for (int k = 0; k <= t && ok; ++k) {
+              if (!(compute >> k & 1U)) continue;
+              for (int i : in_[k]) ok = ok && (resident >> i & 1U);
+              if (!ok) break;
+              resident |= 1U << k;
+              mem += g_.nodes[k].output_bytes;
+              ok = mem <= budget_;
+              compute_s += g_.nodes[k].time_s;
+              energy += charge(g_.nodes[k].energy_j, g_.nodes[k].time_s);
+              std::vector<int> candidates = in_[k];
+              candidates.push_back(k);
+              for (int i : candidates) {
+                if (!(resident >> i & 1U) || (keep >> i & 1U)) continue;
+                if (total_ && (out >> i & 1U)) continue;  // held until its page-out is done
+                bool later_use = false;
+                for (int j : users_[i]) later_use = later_use || (j > k && (compute >> j & 1U));
+                if (later_use) continue;
+                resident &= ~(1U << i);
+                mem -= g_.nodes[i].output_bytes;
+              }
+            }
+            if (!ok) continue;
+            if ((keep & resident) != keep) continue;
+            const uint32_t next_ssd = ssd | out;
+            if (total_) {
+              const double stage_s = std::max(compute_s, page_out_s + in_during_s);
+              energy += g_.idle_power_w * stage_s;
+              for (const auto& [rt, re] : frontier(t + 1, keep | in_during, next_ssd))
+                add(result, stage_s + rt, energy + re);
+              continue;
+            }
+            for (uint32_t in : subsets(ssd & future & ~keep)) {
+              double in_e = 0;
+              for (int i = 0; i < n_; ++i)
+                if (in >> i & 1U) in_e += g_.nodes[i].pagein_energy_j;
+              for (const auto& [rt, re] : frontier(t + 1, keep | in, next_ssd))
+                add(result, compute_s + rt, energy + in_e + re);
+            }
           }
         }
       }
@@ -131,6 +161,7 @@ class BruteForce {
   int n_;
   uint64_t budget_;
   double deadline_;
+  bool total_;
   std::vector<std::vector<int>> in_, users_;
   std::map<std::tuple<int, uint32_t, uint32_t>, Front> memo_;
 };

@@ -363,7 +363,26 @@ INSTANTIATE_TEST_SUITE_P(
                  "edge [1, 7] names a node that does not exist"},
         Mutation{"duplicate edge", "[0, 2]", "[0, 1]", "edge [0, 1] appears twice"},
         Mutation{"no nodes at all", R"("nodes": [)", R"("nodes": [], "x": [)",
-                 "graph 'small' has no nodes"}));
+                 "graph 'small' has no nodes"},
+        Mutation{"idle power a string", R"("fixed_bytes": 16,)",
+                 R"("fixed_bytes": 16, "idle_power_w": "1",)",
+                 "idle_power_w must be a number, not string"},
+        Mutation{"idle power negative", R"("fixed_bytes": 16,)",
+                 R"("fixed_bytes": 16, "idle_power_w": -1,)", "idle_power_w is negative"},
+        Mutation{"energy below idle power", R"("fixed_bytes": 16,)",
+                 R"("fixed_bytes": 16, "idle_power_w": 3,)",
+                 "node 0 (a) costs less energy than idle power over the same time"}));
+
+TEST(GraphJson, IdlePowerIsOptionalAndRoundTrips) {
+  EXPECT_EQ(parse_graph_json(kSmall, "g.json").idle_power_w, 0);
+  std::string text = kSmall;
+  text.replace(text.find(R"("fixed_bytes": 16,)"), 18, R"("fixed_bytes": 16, "idle_power_w": 1.5,)");
+  const TrainingGraph g = parse_graph_json(text, "g.json");
+  EXPECT_EQ(g.idle_power_w, 1.5);
+  const std::string written = to_graph_json(g);
+  EXPECT_NE(written.find("\"idle_power_w\": 1.5"), std::string::npos) << written;
+  EXPECT_EQ(parse_graph_json(written, "again").idle_power_w, 1.5);
+}
 
 TEST(GraphJson, RandomByteEditsEitherParseOrThrowInputError) {
   const std::string valid = slurp(graphs_dir() / "chain6.json");

@@ -22,6 +22,22 @@ class LinearCosts final : public CostModel {
   NodeCost page_out(uint64_t bytes) const override { return page_in(bytes); }
 };
 
+/// LinearCosts on a board that draws 1 W idle: computing at 3 W, paging at 1.5 W (idle
+/// included), so idle power is a third of compute energy and two thirds of paging energy.
+class CostsWithIdle final : public CostModel {
+ public:
+  NodeCost compute(const std::string& op, uint64_t flops, uint64_t bytes) const override {
+    const NodeCost c = LinearCosts().compute(op, flops, bytes);
+    return {c.time_s, 3.0 * c.time_s};
+  }
+  NodeCost page_in(uint64_t bytes) const override {
+    const NodeCost c = LinearCosts().page_in(bytes);
+    return {c.time_s, 1.5 * c.time_s};
+  }
+  NodeCost page_out(uint64_t bytes) const override { return page_in(bytes); }
+  double idle_power_w() const override { return 1.0; }
+};
+
 /// A random chain-ish forward graph of `ops` ops with heterogeneous sizes and costs; with
 /// `skips`, some ops also read the op two back (a residual).
 inline ForwardGraph random_forward(int ops, uint32_t seed, bool skips) {
