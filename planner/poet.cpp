@@ -268,13 +268,15 @@ PoetModelInfo build_poet_model(const TrainingGraph& graph, const PlanRequest& re
 }
 
 uint64_t activation_budget_bytes(const TrainingGraph& graph, const PlanRequest& request) {
-  if (request.objective != Objective::kTotal) return request.budget_bytes;
+  if (request.objective != Objective::kTotal || request.activations_only)
+    return request.budget_bytes;
   return request.budget_bytes > graph.fixed_bytes ? request.budget_bytes - graph.fixed_bytes : 0;
 }
 
 PlanRequest for_activations(const TrainingGraph& graph, const PlanRequest& request) {
   PlanRequest req = request;
   req.budget_bytes = activation_budget_bytes(graph, request);
+  req.activations_only = true;
   return req;
 }
 
@@ -282,7 +284,7 @@ std::string infeasibility_reason(const TrainingGraph& graph, const PlanRequest& 
   int node = 0;
   const uint64_t min_bytes = graph.min_working_set_bytes(&node);
   if (activation_budget_bytes(graph, request) < min_bytes) {
-    const bool total = request.objective == Objective::kTotal;
+    const bool total = request.objective == Objective::kTotal && !request.activations_only;
     return "budget " + human_bytes(request.budget_bytes) + " is below the " +
            human_bytes(min_bytes + (total ? graph.fixed_bytes : 0)) + " any schedule needs (" +
            (total ? human_bytes(graph.fixed_bytes) + " of parameters, gradients and optimizer "

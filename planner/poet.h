@@ -14,8 +14,11 @@ namespace ergon::planner {
 /// What the user asks of a planner.
 struct PlanRequest {
   Objective objective = Objective::kPoet;
-  /// kPoet: activation memory (fixed bytes not counted); kTotal: all memory, fixed bytes too.
+  /// kPoet: activation memory (fixed bytes not counted); kTotal: all memory, fixed bytes too,
+  /// unless `activations_only`.
   uint64_t budget_bytes = 0;
+  /// Set by for_activations(): budget_bytes is activation memory whatever the objective.
+  bool activations_only = false;
   /// kPoet: compute time of the iteration (paging time not counted); kTotal: its makespan.
   double deadline_s = 0;
   double time_limit_s = 60;

@@ -400,3 +400,40 @@ TEST(Pofo, RefusesAResidualGraphLikeRotor) {
 
 }  // namespace
 }  // namespace ergon::planner
+
+namespace ergon::planner {
+namespace {
+
+TEST(BaselinesOnTheZoo, EveryScheduleOfEveryModelHoldsUpInTheSimulatorUnderTheTotalObjective) {
+  int found = 0;
+  for (const auto& entry : zoo_models()) {
+    const auto g = build_training_graph(zoo_model(entry.name, 1), testing::CostsWithIdle());
+    for (double f : {0.8, 0.6}) {
+      PlanRequest req;
+      req.objective = Objective::kTotal;
+      req.budget_bytes =
+          g.fixed_bytes + static_cast<uint64_t>(f * static_cast<double>(g.store_all_peak_bytes()));
+      req.deadline_s = 2 * g.single_pass_time_s();
+      for (const auto& name : baseline_names()) {
+        SCOPED_TRACE(entry.name + " at " + std::to_string(f) + " of store-all: " + name);
+        const PlanResult r = plan_baseline(name, g, req);
+        if (!r.schedule) {
+          EXPECT_FALSE(r.why.empty());
+          continue;
+        }
+        const uint64_t activations = activation_budget_bytes(g, req);
+        const auto sim = simulate(g, *r.schedule, activations);
+        ASSERT_TRUE(sim.valid) << sim.error;
+        EXPECT_DOUBLE_EQ(r.objective_j, sim.total_energy_j);
+        EXPECT_EQ(r.claimed_peak_bytes, sim.peak_bytes);
+        EXPECT_LE(sim.makespan_s, req.deadline_s * (1 + 1e-9));
+        EXPECT_LE(r.bound_j, r.objective_j);
+        ++found;
+      }
+    }
+  }
+  EXPECT_GE(found, 40);
+}
+
+}  // namespace
+}  // namespace ergon::planner
