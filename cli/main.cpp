@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/attribute_cmd.h"
 #include "cli/pareto_cmd.h"
 #include "cli/plan_cmd.h"
 #include "cli/record.h"
@@ -150,8 +151,14 @@ int run_demo(const DemoArgs& a) {
   std::vector<int64_t> run_ids;
   for (const auto& o : outcomes)
     if (o.run_id) run_ids.push_back(*o.run_id);
-  auto db = costdb::Database::open_read_only(a.db);
-  print_runs(db, std::cout, run_ids);
+  {
+    auto db = costdb::Database::open_read_only(a.db);
+    print_runs(db, std::cout, run_ids);
+  }
+  if (!run_ids.empty()) {
+    std::cout << "\nattributing energy to every op (ergon attribute):\n";
+    run_attribute(a.db, run_ids, false, std::cout);
+  }
 
   // Plan a small model on one recorded board with POET's MILP, at shrinking memory budgets.
   // Costs come from the board's profile until attribution feeds the cost database (#4).
@@ -185,8 +192,8 @@ int run_demo(const DemoArgs& a) {
                              o.result.solve_time_s, 100 * o.result.gap);
   }
   std::cout << fmt::format(
-      "\nnext: ergon runs --db {0}   ergon export --db {0} --run N --csv DIR   "
-      "ergon plan --model mlp --board nrf52840 --budget 50%\n",
+      "\nnext: ergon runs --db {0}   ergon costs --db {0} --board pi4   "
+      "ergon export --db {0} --run N --csv DIR   ergon plan --model mlp --board nrf52840 --budget 50%\n",
       a.db);
   return rc;
 }
@@ -260,6 +267,23 @@ int main(int argc, char** argv) {
   export_cmd->add_option("--db", export_db, "database file")->capture_default_str();
   export_cmd->add_option("--run", export_run, "run id (see ergon runs)")->required();
   export_cmd->add_option("--csv", export_dir, "output folder")->required();
+
+  std::string attribute_db = "ergon.db";
+  std::vector<int64_t> attribute_runs;
+  bool attribute_json = false;
+  auto* attribute_cmd = app.add_subcommand(
+      "attribute", "turn recorded spans and power samples into per-op time and energy costs");
+  attribute_cmd->add_option("--db", attribute_db, "database file")->capture_default_str();
+  attribute_cmd->add_option("--run", attribute_runs, "run id(s) (see ergon runs; default: all)");
+  attribute_cmd->add_flag("--json", attribute_json, "print what was found as JSON");
+
+  CostsArgs costs;
+  auto* costs_cmd = app.add_subcommand("costs", "print the attributed per-op costs");
+  costs_cmd->add_option("--db", costs.db, "database file")->capture_default_str();
+  costs_cmd->add_option("--board", costs.board, "only this board kind: " + devices::board_names());
+  costs_cmd->add_option("--run", costs.run, "only this run");
+  costs_cmd->add_flag("--json", costs.json, "print as JSON");
+  costs_cmd->add_option("--csv", costs.csv, "write CSV to this file (- for stdout)");
 
   PlanArgs plan;
   auto add_graph_options = [&](CLI::App* cmd) {
@@ -373,6 +397,8 @@ int main(int argc, char** argv) {
       return report_outcomes(outcomes, std::cout);
     }
     if (*plan_cmd) return run_plan(plan, std::cout);
+    if (*attribute_cmd) return run_attribute(attribute_db, attribute_runs, attribute_json, std::cout);
+    if (*costs_cmd) return run_costs(costs, std::cout);
     if (*pareto_cmd) return run_pareto(pareto, std::cout);
     if (*graph_export) {
       const auto graph = load_graph(plan);

@@ -262,8 +262,12 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
 }
 
 void SimBoard::take_sample(int64_t t_ns, double power_w, std::vector<uint8_t>& out) {
-  const double current_a = power_w / board_.bus_v;
-  const double bus_v = board_.bus_v - kSourceResistanceOhm * current_a;
+  // The board draws power_w at its terminals, after the supply has drooped:
+  // (V - R I) I = P, so the truth is what an ideal monitor on the rail would report.
+  const double v = board_.bus_v;
+  const double r = kSourceResistanceOhm;
+  const double current_a = (v - std::sqrt(std::max(0.0, v * v - 4 * r * power_w))) / (2 * r);
+  const double bus_v = v - r * current_a;
   std::normal_distribution<double> noise(0.0, board_.shunt_noise_v);
   const auto regs = ina_.convert(bus_v, current_a, noise(rng_));
   const uint64_t ticks = ticks_at(t_ns);

@@ -121,6 +121,15 @@ std::string_view to_string(Phase phase) {
   return "unknown";
 }
 
+std::optional<Phase> phase_from_name(std::string_view name) {
+  for (uint8_t code = static_cast<uint8_t>(Phase::kForward); code <= static_cast<uint8_t>(Phase::kSync);
+       ++code) {
+    const auto phase = static_cast<Phase>(code);
+    if (to_string(phase) == name) return phase;
+  }
+  return std::nullopt;
+}
+
 std::optional<OpKind> op_kind_from_code(uint8_t code) {
   if (code >= static_cast<uint8_t>(OpKind::kConv2d) && code <= static_cast<uint8_t>(OpKind::kIdle))
     return static_cast<OpKind>(code);

@@ -71,6 +71,8 @@ std::string_view to_string(OpKind kind);
 std::string_view to_string(Phase phase);
 std::optional<OpKind> op_kind_from_code(uint8_t code);
 std::optional<Phase> phase_from_code(uint8_t code);
+/// Inverse of to_string(Phase): "forward", "page-in", ...; nullopt for anything else.
+std::optional<Phase> phase_from_name(std::string_view name);
 /// "3x16x16x32x32x3" style text of the used dims, for the database and for people.
 std::string dims_text(const OpShape& shape);
 

@@ -217,6 +217,7 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
   }
   hello_ = hello;
   plan_ = default_profile_plan(*profile, options_.seed);
+  if (options_.min_window_us) plan_.min_window_us = *options_.min_window_us;
   const int64_t now = clock_.now_ns();
   sink_.begin(*hello_, plan_, now);
   if (!mismatch.empty()) sink_.event(now, "warning", mismatch);

@@ -75,6 +75,9 @@ struct RecordOptions {
   uint16_t loops = 1;                   ///< passes over the plan; 0 = until duration/Ctrl-C
   std::optional<double> duration_s;     ///< stop the run after this long
   uint32_t seed = 1;                    ///< shuffles the plan
+  /// Each measurement window repeats its op for at least this long (default: the plan's,
+  /// 60 ms, >= 50 INA219 samples); shorter windows make faster, less accurate runs.
+  std::optional<uint32_t> min_window_us;
   int initial_syncs = 8;                ///< exchanges before and after the run
   double sync_interval_s = 1.0;         ///< exchanges during the run
   double handshake_timeout_s = 5.0;

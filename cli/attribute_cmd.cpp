@@ -1,0 +1,158 @@
+#include "cli/attribute_cmd.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace ergon::cli {
+
+AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
+  const costdb::RunData data = costdb::load_run_data(db, run_id);
+  AttributedRun r;
+  r.run = data.run;
+  r.attribution = profiler::attribute(data.spans, data.samples, data.syncs, data.tick_hz);
+  for (const profiler::OpCost& c : r.attribution.ops) {
+    if (c.windows == 0) continue;  // nothing arrived to attribute
+    costdb::OpCostRow row;
+    row.run_id = run_id;
+    row.op_id = c.op_id;
+    row.phase = c.phase;
+    row.time_s = c.time_s;
+    if (c.windows > 1) row.time_s_stddev = c.time_s_stddev;
+    row.gross_energy_j = c.gross_energy_j;
+    row.net_energy_j = c.net_energy_j;
+    row.energy_j_stddev = c.energy_j_stddev;
+    row.sample_count = c.sample_count;
+    r.rows.push_back(row);
+  }
+  costdb::replace_op_costs(db, run_id, r.rows);
+  return r;
+}
+
+namespace {
+
+void print_summary(const AttributedRun& r, std::ostream& out) {
+  const auto& a = r.attribution;
+  const auto& c = a.clock;
+  uint32_t covered = 0, uncovered = 0;
+  for (const auto& w : a.windows) (w.covered ? covered : uncovered) += 1;
+  out << fmt::format("run {} ({} {}, {}): {} samples every {:.0f} us, {} windows attributed",
+                     r.run.id, r.run.board_kind, r.run.board_name, costdb::to_string(r.run.status),
+                     r.run.samples, a.sample_period_s * 1e6, covered);
+  if (uncovered > 0) out << fmt::format(", {} not (their samples did not all arrive)", uncovered);
+  out << "\n";
+  if (c.fitted) {
+    out << fmt::format("  clock: drift {:+.1f} ppm from {} of {} sync exchanges (residual rms {:.0f} ns)\n",
+                       c.drift_ppm, c.points_used, c.points_total, c.residual_rms_ns);
+  } else {
+    out << "  clock: " << c.note << "\n";
+  }
+  out << fmt::format("  idle {:.6g} W (+- {:.2g} W) from {} samples; {} flagged samples left out; {} op costs stored\n",
+                     a.idle_power_w, a.idle_power_sigma_w, a.idle_samples, a.samples_flagged,
+                     r.rows.size());
+}
+
+nlohmann::json to_json(const AttributedRun& r) {
+  const auto& a = r.attribution;
+  nlohmann::json j;
+  j["run"] = r.run.id;
+  j["board"] = {{"kind", r.run.board_kind}, {"name", r.run.board_name}};
+  j["clock"] = {{"fitted", a.clock.fitted}, {"drift_ppm", a.clock.drift_ppm},
+                {"points_used", a.clock.points_used}, {"points_total", a.clock.points_total},
+                {"residual_rms_ns", a.clock.residual_rms_ns}, {"note", a.clock.note}};
+  j["sample_period_s"] = a.sample_period_s;
+  j["idle_power_w"] = a.idle_power_w;
+  j["idle_power_sigma_w"] = a.idle_power_sigma_w;
+  uint32_t uncovered = 0;
+  for (const auto& w : a.windows) uncovered += w.covered ? 0 : 1;
+  j["windows"] = a.windows.size();
+  j["windows_not_covered"] = uncovered;
+  j["op_costs"] = r.rows.size();
+  return j;
+}
+
+std::string opt(const std::optional<double>& v) { return v ? fmt::format("{:.6g}", *v) : ""; }
+
+}  // namespace
+
+int run_attribute(const std::string& db_path, const std::vector<int64_t>& runs, bool json,
+                  std::ostream& out) {
+  auto db = costdb::Database::open(db_path);
+  std::vector<int64_t> ids = runs;
+  if (ids.empty())
+    for (const auto& r : costdb::list_runs(db)) ids.push_back(r.id);
+  if (ids.empty()) throw InputError("no runs in " + db_path + " (record one with ergon record)");
+  nlohmann::json all = nlohmann::json::array();
+  for (int64_t id : ids) {
+    const AttributedRun r = attribute_run(db, id);
+    if (json) {
+      all.push_back(to_json(r));
+    } else {
+      print_summary(r, out);
+    }
+  }
+  if (json) out << all.dump(2) << "\n";
+  return 0;
+}
+
+int run_costs(const CostsArgs& args, std::ostream& out) {
+  auto db = costdb::Database::open_read_only(args.db);
+  const auto rows = costdb::list_op_costs(db, args.board, args.run);
+  if (args.json) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& r : rows) {
+      all.push_back({{"run", r.run_id}, {"board_kind", r.board_kind}, {"board_name", r.board_name},
+                     {"op_id", r.op_id}, {"phase", std::string(profiler::to_string(r.phase))},
+                     {"kind", r.op_kind}, {"dims", r.dims}, {"flops", r.flops},
+                     {"bytes_in", r.bytes_in}, {"bytes_out", r.bytes_out}, {"time_s", r.time_s},
+                     {"time_s_stddev", r.time_s_stddev ? nlohmann::json(*r.time_s_stddev) : nullptr},
+                     {"gross_energy_j", r.gross_energy_j}, {"net_energy_j", r.net_energy_j},
+                     {"energy_j_stddev", r.energy_j_stddev ? nlohmann::json(*r.energy_j_stddev) : nullptr},
+                     {"sample_count", r.sample_count}});
+    }
+    out << all.dump(2) << "\n";
+    return 0;
+  }
+  if (!args.csv.empty()) {
+    std::ofstream file;
+    std::ostream* csv = &out;
+    if (args.csv != "-") {
+      file.open(args.csv);
+      if (!file) throw InputError("cannot write " + args.csv);
+      csv = &file;
+    }
+    *csv << "run,board_kind,board_name,op_id,phase,kind,dims,flops,bytes_in,bytes_out,time_s,"
+            "time_s_stddev,gross_energy_j,net_energy_j,energy_j_stddev,sample_count\n";
+    for (const auto& r : rows) {
+      *csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.9g},{},{:.9g},{:.9g},{},{}\n", r.run_id,
+                          r.board_kind, r.board_name, r.op_id, profiler::to_string(r.phase),
+                          r.op_kind, r.dims, r.flops, r.bytes_in, r.bytes_out, r.time_s,
+                          opt(r.time_s_stddev), r.gross_energy_j, r.net_energy_j,
+                          opt(r.energy_j_stddev), r.sample_count);
+    }
+    if (file.is_open() && !file) throw InputError("cannot write " + args.csv);
+    return 0;
+  }
+  if (rows.empty()) {
+    out << "no op costs" << (args.board ? " for board " + *args.board : std::string())
+        << " in " << args.db << " (attribute a run first: ergon attribute --run N)\n";
+    return 0;
+  }
+  out << fmt::format("{:>4}  {:<9} {:>3}  {:<9} {:<8} {:<18} {:>12} {:>12} {:>12} {:>10} {:>7}\n",
+                     "run", "board", "op", "phase", "kind", "dims", "time/rep", "net J/rep",
+                     "+- J (1 sd)", "gross J/rep", "samples");
+  for (const auto& r : rows) {
+    out << fmt::format("{:>4}  {:<9} {:>3}  {:<9} {:<8} {:<18} {:>10.4g} s {:>12.5g} {:>12.2g} {:>10.5g} {:>7}\n",
+                       r.run_id, r.board_kind, r.op_id, profiler::to_string(r.phase), r.op_kind,
+                       r.dims, r.time_s, r.net_energy_j, r.energy_j_stddev.value_or(0),
+                       r.gross_energy_j, r.sample_count);
+  }
+  return 0;
+}
+
+}  // namespace ergon::cli

@@ -1,0 +1,41 @@
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "costdb/costs.h"
+#include "costdb/database.h"
+#include "profiler/attribution.h"
+
+namespace ergon::cli {
+
+/// What attributing one run found and stored.
+struct AttributedRun {
+  costdb::RunSummary run;
+  profiler::Attribution attribution;
+  std::vector<costdb::OpCostRow> rows;  ///< as written to op_costs
+};
+
+/// Attributes a run's spans and samples (profiler/attribution.h) and replaces its op_costs
+/// rows with the result. Throws InputError for an unknown run.
+AttributedRun attribute_run(costdb::Database& db, int64_t run_id);
+
+/// `ergon attribute`: every run given (all runs when none), a summary each (or JSON).
+int run_attribute(const std::string& db_path, const std::vector<int64_t>& runs, bool json,
+                  std::ostream& out);
+
+struct CostsArgs {
+  std::string db = "ergon.db";
+  std::optional<std::string> board;  ///< board kind
+  std::optional<int64_t> run;
+  bool json = false;
+  std::string csv;  ///< write here instead of printing a table ("-": stdout)
+};
+
+/// `ergon costs`: the op_costs table with boards and op shapes.
+int run_costs(const CostsArgs& args, std::ostream& out);
+
+}  // namespace ergon::cli

@@ -1,0 +1,156 @@
+#include "costdb/costs.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "costdb/database_impl.h"
+
+namespace ergon::costdb {
+
+RunData load_run_data(Database& database, int64_t run_id) {
+  auto run = find_run(database, run_id);
+  if (!run) throw InputError("no run " + std::to_string(run_id) + " in " + database.path().string());
+  auto& db = database.impl();
+  const std::string doing = "cannot read run " + std::to_string(run_id);
+  RunData d;
+  d.run = std::move(*run);
+  {
+    detail::Statement q(db.db,
+                        "SELECT b.tick_hz FROM runs r JOIN boards b ON b.id = r.board_id "
+                        "WHERE r.id = ?1",
+                        db.path);
+    q.bind(1, run_id);
+    if (q.step(doing)) d.tick_hz = q.column_uint64(0);
+    q.reset();
+  }
+  {
+    detail::Statement q(db.db,
+                        "SELECT op_id, phase, begin_ticks, end_ticks, repetitions FROM op_spans "
+                        "WHERE run_id = ?1 ORDER BY begin_ticks, rowid",
+                        db.path);
+    q.bind(1, run_id);
+    while (q.step(doing)) {
+      profiler::OpSpan s;
+      s.op_id = static_cast<uint32_t>(q.column_int64(0));
+      const auto phase = profiler::phase_from_name(q.column_text(1));
+      if (!phase) continue;  // a phase this build does not know: not attributable
+      s.phase = *phase;
+      s.begin_ticks = q.column_uint64(2);
+      s.end_ticks = q.column_uint64(3);
+      s.repetitions = static_cast<uint32_t>(q.column_int64(4));
+      d.spans.push_back(s);
+    }
+  }
+  {
+    detail::Statement q(db.db,
+                        "SELECT rail, t_ticks, bus_uv, current_ua, power_uw, flags "
+                        "FROM power_samples WHERE run_id = ?1",
+                        db.path);
+    q.bind(1, run_id);
+    while (q.step(doing)) {
+      probes::PowerSample s;
+      s.rail = static_cast<uint8_t>(q.column_int64(0));
+      s.t_ticks = q.column_uint64(1);
+      s.bus_uv = static_cast<int32_t>(q.column_int64(2));
+      s.current_ua = static_cast<int32_t>(q.column_int64(3));
+      s.power_uw = static_cast<int32_t>(q.column_int64(4));
+      s.flags = static_cast<uint8_t>(q.column_int64(5));
+      d.samples.push_back(s);
+    }
+    std::stable_sort(d.samples.begin(), d.samples.end(),
+                     [](const auto& a, const auto& b) { return a.t_ticks < b.t_ticks; });
+  }
+  {
+    detail::Statement q(db.db,
+                        "SELECT sync_id, host_tx_ns, device_rx_ticks, device_tx_ticks, host_rx_ns "
+                        "FROM sync_points WHERE run_id = ?1 ORDER BY rowid",
+                        db.path);
+    q.bind(1, run_id);
+    while (q.step(doing)) {
+      SyncPoint p;
+      p.sync_id = static_cast<uint32_t>(q.column_int64(0));
+      p.host_tx_ns = q.column_int64(1);
+      p.device_rx_ticks = q.column_uint64(2);
+      p.device_tx_ticks = q.column_uint64(3);
+      p.host_rx_ns = q.column_int64(4);
+      d.syncs.push_back(p);
+    }
+  }
+  return d;
+}
+
+void replace_op_costs(Database& database, int64_t run_id, std::span<const OpCostRow> rows) {
+  auto& db = database.impl();
+  if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
+  db.ensure_batch();
+  const std::string doing = "cannot store the costs of run " + std::to_string(run_id);
+  detail::Statement clear(db.db, "DELETE FROM op_costs WHERE run_id = ?1", db.path);
+  clear.bind(1, run_id);
+  clear.run(doing);
+  detail::Statement insert(
+      db.db,
+      "INSERT INTO op_costs (run_id, op_id, phase, time_s, time_s_stddev, gross_energy_j, "
+      "net_energy_j, energy_j_stddev, sample_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+      db.path);
+  for (const OpCostRow& r : rows) {
+    const std::string phase(profiler::to_string(r.phase));
+    insert.bind(1, run_id);
+    insert.bind(2, static_cast<int64_t>(r.op_id));
+    insert.bind(3, std::string_view(phase));
+    insert.bind(4, r.time_s);
+    if (r.time_s_stddev && std::isfinite(*r.time_s_stddev)) insert.bind(5, *r.time_s_stddev);
+    else insert.bind_null(5);
+    insert.bind(6, r.gross_energy_j);
+    insert.bind(7, r.net_energy_j);
+    if (r.energy_j_stddev && std::isfinite(*r.energy_j_stddev)) insert.bind(8, *r.energy_j_stddev);
+    else insert.bind_null(8);
+    insert.bind(9, static_cast<int64_t>(r.sample_count));
+    insert.run(doing);
+  }
+  database.commit_batch();
+}
+
+std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std::string>& board_kind,
+                                     std::optional<int64_t> run_id) {
+  auto& db = database.impl();
+  detail::Statement q(
+      db.db,
+      "SELECT c.run_id, c.op_id, c.phase, c.time_s, c.time_s_stddev, c.gross_energy_j, "
+      "c.net_energy_j, c.energy_j_stddev, c.sample_count, b.kind, b.name, s.kind, s.dims, "
+      "s.flops, s.bytes_in, s.bytes_out "
+      "FROM op_costs c JOIN runs r ON r.id = c.run_id JOIN boards b ON b.id = r.board_id "
+      "LEFT JOIN run_ops o ON o.run_id = c.run_id AND o.op_id = c.op_id "
+      "LEFT JOIN op_shapes s ON s.id = o.shape_id "
+      "WHERE (?1 IS NULL OR b.kind = ?1) AND (?2 IS NULL OR c.run_id = ?2) "
+      "ORDER BY b.kind, b.name, c.run_id, c.op_id, c.phase",
+      db.path);
+  if (board_kind) q.bind(1, std::string_view(*board_kind));
+  else q.bind_null(1);
+  if (run_id) q.bind(2, *run_id);
+  else q.bind_null(2);
+  std::vector<OpCostRow> rows;
+  while (q.step("cannot read op costs")) {
+    OpCostRow r;
+    r.run_id = q.column_int64(0);
+    r.op_id = static_cast<uint32_t>(q.column_int64(1));
+    r.phase = profiler::phase_from_name(q.column_text(2)).value_or(profiler::Phase::kForward);
+    r.time_s = q.column_double(3);
+    if (!q.column_is_null(4)) r.time_s_stddev = q.column_double(4);
+    r.gross_energy_j = q.column_double(5);
+    r.net_energy_j = q.column_double(6);
+    if (!q.column_is_null(7)) r.energy_j_stddev = q.column_double(7);
+    r.sample_count = static_cast<uint32_t>(q.column_int64(8));
+    r.board_kind = q.column_text(9);
+    r.board_name = q.column_text(10);
+    r.op_kind = q.column_text(11);
+    r.dims = q.column_text(12);
+    r.flops = q.column_uint64(13);
+    r.bytes_in = q.column_uint64(14);
+    r.bytes_out = q.column_uint64(15);
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace ergon::costdb

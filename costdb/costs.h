@@ -1,0 +1,58 @@
+#pragma once
+
+// Energy attribution's inputs and outputs in the cost database: a run's raw data in, the
+// derived op_costs table out (always rebuilt whole from the raw tables).
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costdb/database.h"
+
+namespace ergon::costdb {
+
+/// One run's raw tables, as recorded.
+struct RunData {
+  RunSummary run;
+  uint64_t tick_hz = 0;
+  std::vector<profiler::OpSpan> spans;            ///< by begin time
+  std::vector<probes::PowerSample> samples;       ///< by time
+  std::vector<SyncPoint> syncs;
+};
+
+/// Throws InputError for a run that does not exist.
+RunData load_run_data(Database& db, int64_t run_id);
+
+/// A row of op_costs with what it was measured on.
+struct OpCostRow {
+  int64_t run_id = 0;
+  uint32_t op_id = 0;
+  profiler::Phase phase = profiler::Phase::kForward;
+  double time_s = 0;                     ///< per repetition
+  std::optional<double> time_s_stddev;
+  double gross_energy_j = 0;
+  double net_energy_j = 0;
+  std::optional<double> energy_j_stddev;  ///< 1 sigma
+  uint32_t sample_count = 0;
+  // Read back with the row (ignored when writing):
+  std::string board_kind;
+  std::string board_name;
+  std::string op_kind;  ///< conv2d, linear, ... (empty when the op is not declared)
+  std::string dims;
+  uint64_t flops = 0;
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+};
+
+/// Replaces the run's rows of op_costs with `rows` and commits: re-attributing a run gives
+/// the same table, never duplicates.
+void replace_op_costs(Database& db, int64_t run_id, std::span<const OpCostRow> rows);
+
+/// op_costs rows with their board and op shape, by board, run, op id and phase; optionally
+/// only one board kind or one run.
+std::vector<OpCostRow> list_op_costs(Database& db, const std::optional<std::string>& board_kind,
+                                     std::optional<int64_t> run_id);
+
+}  // namespace ergon::costdb

@@ -1,0 +1,93 @@
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "probes/power.h"
+#include "profiler/op.h"
+#include "profiler/sync.h"
+
+namespace ergon::profiler {
+
+/// The mapping from device ticks to host time fitted from sync exchanges:
+/// host_ns = host_ref_ns + ns_per_tick x (ticks - tick_ref).
+struct ClockFit {
+  bool fitted = false;       ///< false: too few or implausible exchanges; nominal rate used
+  double ns_per_tick = 0;    ///< the device clock's true period as the host clock sees it
+  double drift_ppm = 0;      ///< (fitted rate / nominal rate - 1) x 1e6 (0 when not fitted)
+  uint64_t tick_ref = 0;
+  double host_ref_ns = 0;    ///< host time at tick_ref (the clock offset)
+  double residual_rms_ns = 0;
+  double residual_max_ns = 0;
+  int points_used = 0;       ///< the minimum-RTT exchanges the fit kept
+  int points_total = 0;
+  std::string note;          ///< why the nominal rate was used, when it was
+
+  [[nodiscard]] double host_ns(uint64_t ticks) const;
+};
+
+/// A clock drifting more than this is not a crystal: a fit saying so is refused (e.g. a
+/// simulator running faster than real time) and the nominal tick rate is used instead.
+inline constexpr double kMaxPlausibleDriftPpm = 500;
+
+/// NTP-style fit: each exchange gives (device midpoint, host midpoint) with an error of at
+/// most half its round trip; the exchanges within 1.5 x the fastest round trip (at least the
+/// fastest half) are fitted by least squares for offset and rate. Fewer than 3 usable
+/// exchanges, or a drift over kMaxPlausibleDriftPpm, give the nominal rate with a note.
+ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz);
+
+/// One measurement window's energy.
+struct WindowCost {
+  OpSpan span;
+  double time_s = 0;          ///< whole window (all repetitions)
+  double gross_energy_j = 0;  ///< integral of power over the window
+  double net_energy_j = 0;    ///< minus idle power x time_s
+  double energy_sigma_j = 0;  ///< 1-sigma uncertainty of net_energy_j
+  uint32_t samples = 0;       ///< samples inside the window
+  bool covered = false;       ///< samples cover the window without a gap; else not attributed
+};
+
+/// One op in one phase: per-repetition figures over its covered windows.
+struct OpCost {
+  uint32_t op_id = 0;
+  Phase phase = Phase::kForward;
+  double time_s = 0;          ///< mean duration of one repetition
+  double time_s_stddev = 0;   ///< spread of that across windows (0 with one window)
+  double gross_energy_j = 0;
+  double net_energy_j = 0;
+  /// 1-sigma uncertainty of net_energy_j: measurement (noise and quantization over the
+  /// samples, window edges, the idle estimate) and the spread across windows.
+  double energy_j_stddev = 0;
+  uint32_t sample_count = 0;
+  uint32_t windows = 0;            ///< windows attributed
+  uint32_t windows_uncovered = 0;  ///< windows whose samples did not (all) arrive
+};
+
+struct Attribution {
+  ClockFit clock;
+  double sample_period_s = 0;  ///< median spacing of the samples
+  double power_lsb_w = 0;      ///< the finest step seen in the power readings
+  double idle_power_w = 0;     ///< from the idle windows (phase idle), else from the gaps
+  double idle_power_sigma_w = 0;
+  uint32_t idle_samples = 0;
+  uint32_t samples_flagged = 0;  ///< overflow or stale samples, left out
+  std::vector<WindowCost> windows;
+  std::vector<OpCost> ops;  ///< by op id, then phase; idle windows not included
+};
+
+/// Energy attribution of one run on one rail: every span's energy is the integral of power
+/// over it (piecewise linear through the samples),
+/// gross and net of the idle power measured in the same run. Spans and samples are in device
+/// ticks (the probe read by the board), converted to seconds by the fitted clock. Samples
+/// flagged overflow or not-ready are left out. Power changes where spans begin and end, so
+/// between an edge and the nearest sample inside, that sample's power holds. A window is
+/// covered when its samples reach within two sample periods of each edge with no gap over
+/// three (a window shorter than a sample interval: when samples lie that close on either
+/// side); others are reported, not attributed. Spans may overlap (a page-out during compute): each gets the whole power over
+/// its own interval, so overlapping energy is counted once per span (docs/attribution.md).
+Attribution attribute(std::span<const OpSpan> spans, std::span<const probes::PowerSample> samples,
+                      std::span<const SyncPoint> sync, uint64_t tick_hz, uint8_t rail = 0);
+
+}  // namespace ergon::profiler

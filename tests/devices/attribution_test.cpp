@@ -1,0 +1,145 @@
+#include "profiler/attribution.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "devices/board_profile.h"
+#include "sim_harness.h"
+
+namespace ergon::profiler {
+namespace {
+
+using ergon::testing::Harness;
+
+struct Errors {
+  std::vector<double> relative;  // |measured - true| / true net energy, windows >= 50 samples
+  int covered_by_2sigma = 0;
+  int windows = 0;
+};
+
+Errors window_errors(const Harness& h, const Attribution& a) {
+  Errors e;
+  const auto& truth = h.sim.truth();
+  const double idle_w = h.sim.board().idle_w;
+  for (std::size_t i = 0; i < a.windows.size() && i < truth.size(); ++i) {
+    const WindowCost& w = a.windows[i];
+    if (w.span.phase == Phase::kIdle || !w.covered || w.samples < 50) continue;
+    const double true_net =
+        (truth[i].power_w - idle_w) * static_cast<double>(truth[i].end_ns - truth[i].begin_ns) * 1e-9;
+    const double err = std::abs(w.net_energy_j - true_net);
+    e.relative.push_back(err / true_net);
+    e.covered_by_2sigma += err <= 2 * w.energy_sigma_j ? 1 : 0;
+    ++e.windows;
+  }
+  return e;
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(q * static_cast<double>(v.size() - 1))];
+}
+
+/// Exchanges with a device clock running `drift_ppm` fast at 1 MHz, `offset_s` ahead, and
+/// one-way delays of 100 us plus, on every third exchange, a queueing delay of 5 ms on the way
+/// back (which the fit must ignore).
+std::vector<SyncPoint> exchanges(double drift_ppm, double offset_s) {
+  std::vector<SyncPoint> points;
+  for (uint32_t k = 0; k < 30; ++k) {
+    const int64_t host_tx = 1'000'000'000 + int64_t{k} * 500'000'000;
+    const double arrive_ns = static_cast<double>(host_tx) + 100'000;
+    auto ticks = [&](double host_ns) {
+      return static_cast<uint64_t>((host_ns * (1 + drift_ppm * 1e-6) + offset_s * 1e9) / 1000);
+    };
+    const uint64_t rx = ticks(arrive_ns);
+    const uint64_t tx = ticks(arrive_ns + 20'000);
+    const int64_t back = k % 3 == 0 ? 5'100'000 : 100'000;
+    points.push_back({k, host_tx, rx, tx, static_cast<int64_t>(arrive_ns) + 20'000 + back});
+  }
+  return points;
+}
+
+TEST(ClockFit, RecoversDriftAndOffsetFromTheFastestExchanges) {
+  const auto fit = fit_clock(exchanges(50, 7.5), 1'000'000);
+  ASSERT_TRUE(fit.fitted) << fit.note;
+  EXPECT_NEAR(fit.drift_ppm, -50 / (1 + 50e-6), 0.5);  // host ns per device tick is slower
+  EXPECT_EQ(fit.points_used, 20);                       // the slow third left out
+  EXPECT_LT(fit.residual_rms_ns, 1000);
+  // A device time maps back to the host time it was stamped at, within a microsecond.
+  const uint64_t ticks = static_cast<uint64_t>((5e9 * (1 + 50e-6) + 7.5e9) / 1000);
+  EXPECT_NEAR(fit.host_ns(ticks), 5e9, 1000);
+}
+
+TEST(ClockFit, AnImplausibleDriftFallsBackToTheNominalRateAndSaysWhy) {
+  const auto fit = fit_clock(exchanges(5000, 0), 1'000'000);
+  EXPECT_FALSE(fit.fitted);
+  EXPECT_EQ(fit.ns_per_tick, 1000);
+  EXPECT_NE(fit.note.find("beyond any crystal"), std::string::npos) << fit.note;
+  EXPECT_FALSE(fit_clock({}, 1'000'000).fitted);
+}
+
+TEST(Attribution, NetEnergyOfEveryWindowMatchesTheSimulatorsTruth) {
+  for (const char* board : {"pi4", "tx2", "nrf52840", "mkr1000"}) {
+    devices::SimBoardOptions options;
+    options.clock_offset_ns = 7'000'000'000;  // seconds of offset
+    Harness h(*devices::find_board(board), {}, options);
+    h.run(900);
+    const Attribution a = attribute(h.sink.spans, h.sink.samples_, h.sink.syncs, h.sink.hello.tick_hz);
+    const Errors e = window_errors(h, a);
+    SCOPED_TRACE(board);
+    ASSERT_GT(e.windows, 20);
+    std::printf("%s: %d windows, median %.3f%%, p95 %.3f%%, max %.3f%%, within 2 sigma %.1f%%, drift %.1f ppm (fit %d: %s), idle %.4f W (true %.4f)\n",
+                board, e.windows, 100 * quantile(e.relative, 0.5), 100 * quantile(e.relative, 0.95),
+                100 * quantile(e.relative, 1.0), 100.0 * e.covered_by_2sigma / e.windows,
+                a.clock.drift_ppm, a.clock.fitted, a.clock.note.c_str(), a.idle_power_w, h.sim.board().idle_w);
+    EXPECT_LE(quantile(e.relative, 0.5), 0.01);
+    EXPECT_LE(quantile(e.relative, 0.95), 0.03);
+    EXPECT_GE(e.covered_by_2sigma, 0.9 * e.windows);
+  }
+}
+
+TEST(Attribution, ErrorGrowsAsWindowsShrinkAndTheUncertaintySaysSo) {
+  std::printf("| board | window | windows | samples (median) | median error | p95 error | "
+              "median 1-sigma | within 2 sigma |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
+  for (const char* board : {"pi4", "tx2", "nrf52840", "mkr1000"}) {
+    double previous_sigma = 0;
+    for (uint32_t window_us : {60'000U, 20'000U, 5'000U}) {
+      devices::RecordOptions options;
+      options.min_window_us = window_us;
+      Harness h(*devices::find_board(board), options);
+      h.run(900);
+      const Attribution a = attribute(h.sink.spans, h.sink.samples_, h.sink.syncs, h.sink.hello.tick_hz);
+      Errors e;
+      std::vector<double> samples, sigma;
+      const auto& truth = h.sim.truth();
+      for (std::size_t i = 0; i < a.windows.size(); ++i) {
+        const WindowCost& w = a.windows[i];
+        if (w.span.phase == Phase::kIdle || !w.covered) continue;
+        const double true_net = (truth[i].power_w - h.sim.board().idle_w) *
+                                static_cast<double>(truth[i].end_ns - truth[i].begin_ns) * 1e-9;
+        const double err = std::abs(w.net_energy_j - true_net);
+        e.relative.push_back(err / true_net);
+        e.covered_by_2sigma += err <= 2 * w.energy_sigma_j ? 1 : 0;
+        ++e.windows;
+        samples.push_back(w.samples);
+        sigma.push_back(w.energy_sigma_j / true_net);
+      }
+      SCOPED_TRACE(std::string(board) + " at " + std::to_string(window_us) + " us");
+      ASSERT_GT(e.windows, 20);
+      const double median_sigma = quantile(sigma, 0.5);
+      std::printf("| %s | %u ms | %d | %.0f | %.2f %% | %.2f %% | %.2f %% | %.0f %% |\n", board,
+                  window_us / 1000, e.windows, quantile(samples, 0.5),
+                  100 * quantile(e.relative, 0.5), 100 * quantile(e.relative, 0.95),
+                  100 * median_sigma, 100.0 * e.covered_by_2sigma / e.windows);
+      EXPECT_GE(e.covered_by_2sigma, 0.9 * e.windows);
+      EXPECT_GT(median_sigma, previous_sigma) << "shorter windows must report more uncertainty";
+      previous_sigma = median_sigma;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ergon::profiler
