@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "costdb/cost_model.h"
 
 namespace ergon::cli {
 
@@ -102,6 +103,26 @@ int run_attribute(const std::string& db_path, const std::vector<int64_t>& runs, 
 
 int run_costs(const CostsArgs& args, std::ostream& out) {
   auto db = costdb::Database::open_read_only(args.db);
+  if (args.fit) {
+    if (!args.board) throw InputError("--fit needs --board (the model is per board)");
+    const auto m = costdb::MeasuredCosts::from_database(db, *args.board);
+    auto line = [&](const char* what, const costdb::LinearFit& f, const char* x1, const char* x2,
+                    const char* unit) {
+      out << fmt::format("  {:<15} = {:.4g} {} + {}({:.4g} {}/{} x {}s, {:.4g} {}/{} x {}s)   "
+                         "(cross-validated error: median {:.1f} %, max {:.1f} %, {} shapes)\n",
+                         what, f.coef[0], unit, f.roofline ? "max" : "sum", f.coef[1], unit, x1,
+                         x1, f.coef[2], unit, x2, x2, 100 * f.cv_median, 100 * f.cv_max, f.rows);
+    };
+    out << fmt::format("cost model of {} from {} op shapes in {} run(s); idle {:.4g} W\n",
+                       *args.board, m.measured_ops(), m.runs(), m.idle_power_w());
+    line("compute time", m.compute_time_fit(), "FLOP", "byte", "s");
+    const auto& p = m.compute_power();
+    out << fmt::format("  compute energy  = time x {:.4g} W (compute-bound) or {:.4g} W (memory-bound)   "
+                       "(cross-validated error: median {:.1f} %, max {:.1f} %)\n",
+                       p.compute_bound_w, p.memory_bound_w, 100 * p.cv_median, 100 * p.cv_max);
+    out << "  measured shapes are used as measured; the fit serves every other shape\n";
+    return 0;
+  }
   const auto rows = costdb::list_op_costs(db, args.board, args.run);
   if (args.json) {
     nlohmann::json all = nlohmann::json::array();

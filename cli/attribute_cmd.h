@@ -33,6 +33,7 @@ struct CostsArgs {
   std::optional<int64_t> run;
   bool json = false;
   std::string csv;  ///< write here instead of printing a table ("-": stdout)
+  bool fit = false;  ///< print the board's fitted cost model instead (needs --board)
 };
 
 /// `ergon costs`: the op_costs table with boards and op shapes.

@@ -167,11 +167,12 @@ int run_demo(const DemoArgs& a) {
                                      ? "pi4"
                                      : std::string(boards.front().name);
   std::cout << fmt::format(
-      "\nplanning {} on {} with the POET MILP, idle power and overlapped paging included "
-      "(energy vs store-all):\n",
+      "\nplanning {} on {} with the POET MILP on the measured costs, idle power and overlapped "
+      "paging included (energy vs store-all):\n",
       a.plan_model, plan_board);
   std::cout << fmt::format("  {:>7} {:>12} {:>10} {:>10} {:>8} {:>8}  {}\n", "budget", "energy",
                            "vs store", "peak", "recomp", "paged", "solver");
+  std::string cost_source;
   for (const char* budget : {"100%", "75%", "50%"}) {
     PlanArgs args;
     args.model = a.plan_model;
@@ -179,7 +180,9 @@ int run_demo(const DemoArgs& a) {
     args.budget = budget;
     args.gap = 0.01;
     args.time_limit_s = a.plan_time_limit_s;
+    args.db = a.db;  // the costs just measured and attributed
     const PlanOutcome o = plan(args, false);
+    cost_source = o.cost_source;
     if (!o.sim) {
       std::cout << fmt::format("  {:>7} no schedule: {}\n", budget, o.result.why);
       continue;
@@ -191,6 +194,7 @@ int run_demo(const DemoArgs& a) {
                              o.sim->page_outs, planner::to_string(o.result.status),
                              o.result.solve_time_s, 100 * o.result.gap);
   }
+  std::cout << "  " << cost_source << "\n";
   std::cout << fmt::format(
       "\nnext: ergon runs --db {0}   ergon costs --db {0} --board pi4   "
       "ergon export --db {0} --run N --csv DIR   ergon plan --model mlp --board nrf52840 --budget 50%\n",
@@ -284,6 +288,9 @@ int main(int argc, char** argv) {
   costs_cmd->add_option("--run", costs.run, "only this run");
   costs_cmd->add_flag("--json", costs.json, "print as JSON");
   costs_cmd->add_option("--csv", costs.csv, "write CSV to this file (- for stdout)");
+  costs_cmd->add_flag("--fit", costs.fit,
+                      "print the board's fitted cost model (time and energy against FLOPs and "
+                      "bytes) with its cross-validated error");
 
   PlanArgs plan;
   auto add_graph_options = [&](CLI::App* cmd) {
@@ -295,6 +302,9 @@ int main(int argc, char** argv) {
         ->check(CLI::PositiveNumber);
     cmd->add_option("--board", plan.board, "board whose costs to use: " + devices::board_names())
         ->capture_default_str();
+    cmd->add_option("--db", plan.db,
+                    "take the board's measured costs from this database (ergon attribute); "
+                    "default: its published profile");
   };
   auto* plan_cmd = app.add_subcommand(
       "plan", "find the minimum-energy schedule under a memory budget and a deadline");

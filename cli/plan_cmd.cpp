@@ -11,6 +11,8 @@
 #include <regex>
 
 #include "cli/board_costs.h"
+#include "costdb/cost_model.h"
+#include "costdb/database.h"
 #include "common/error.h"
 #include "devices/board_profile.h"
 #include "planner/graph_json.h"
@@ -85,27 +87,49 @@ planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingG
   return req;
 }
 
-planner::TrainingGraph load_graph(const PlanArgs& args) {
+planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source) {
   const int sources = static_cast<int>(!args.model.empty()) +
                       static_cast<int>(!args.graph_file.empty()) +
                       static_cast<int>(!args.onnx_file.empty());
   if (sources != 1)
     throw InputError("give exactly one of --model NAME (see ergon models), --onnx FILE or --graph FILE");
-  if (!args.graph_file.empty()) return planner::read_graph_json(args.graph_file);
+  if (!args.graph_file.empty()) {
+    if (cost_source) *cost_source = "costs: as given in " + args.graph_file;
+    return planner::read_graph_json(args.graph_file);
+  }
   const auto board = devices::find_board(args.board);
   if (!board)
     throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
   const auto forward = args.model.empty() ? planner::import_onnx(args.onnx_file, args.batch)
                                           : planner::zoo_model(args.model, args.batch);
-  auto graph = planner::build_training_graph(forward, BoardProfileCosts(*board));
+  std::optional<MeasuredCostModel> measured;
+  std::string source = "costs: the published profile of " + args.board;
+  if (!args.db.empty()) {
+    try {
+      auto db = costdb::Database::open_read_only(args.db);
+      measured.emplace(costdb::MeasuredCosts::from_database(db, args.board));
+      const auto& c = measured->costs();
+      source = fmt::format(
+          "costs: measured on {} ({} op shapes from {} run(s) in {}; elsewhere a fit with "
+          "cross-validated error {:.1f} % in time, {:.1f} % in energy (median))",
+          args.board, c.measured_ops(), c.runs(), args.db, 100 * c.compute_time_fit().cv_median,
+          100 * c.compute_power().cv_median);
+    } catch (const Error& e) {
+      source = "warning: " + std::string(e.what()) + "; using the published profile of " + args.board;
+    }
+  }
+  auto graph = measured ? planner::build_training_graph(forward, *measured)
+                        : planner::build_training_graph(forward, BoardProfileCosts(*board));
   graph.name = fmt::format("{} batch {} on {}", args.model.empty() ? args.onnx_file : args.model,
                            args.batch, args.board);
+  if (cost_source) *cost_source = source;
   return graph;
 }
 
 PlanOutcome plan(const PlanArgs& args, bool live_progress) {
   parse_objective(args.objective);  // a typo fails before the graph is built
-  PlanOutcome o{.graph = load_graph(args)};
+  PlanOutcome o;
+  o.graph = load_graph(args, &o.cost_source);
   const auto& graph = o.graph;
   auto& req = o.request;
   req = make_request(args, graph);
@@ -155,6 +179,7 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
   if (args.json) {
     nlohmann::json j;
     j["graph"] = graph.name;
+    j["costs"] = o.cost_source;
     j["nodes"] = graph.size();
     j["planner"] = r.planner;
     j["objective"] = planner::to_string(objective);
@@ -199,6 +224,8 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
                      graph.name, graph.size(), mib(store_all_peak),
                      total ? fmt::format(" + {} fixed", mib(fixed_bytes)) : std::string(),
                      store_all_s, store_all_j);
+  // A fallback is a warning: stderr, so that scripts reading stdout still see it on a terminal.
+  (o.cost_source.starts_with("warning") ? std::cerr : out) << o.cost_source << "\n";
   const uint64_t activation_budget = planner::activation_budget_bytes(graph, req);
   out << fmt::format("budget {}{} ({:.0f}% of store-all's activations), deadline {}, objective {}\n",
                      mib(req.budget_bytes),

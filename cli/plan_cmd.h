@@ -26,6 +26,8 @@ struct PlanArgs {
   int threads = 2;
   bool json = false;
   std::string out;
+  /// Cost database to take the board's measured costs from (empty: the board's profile).
+  std::string db;
 };
 
 /// "3000000", "2MiB", "1.5MB", "512KiB", or "50%" of `store_all_bytes`.
@@ -42,12 +44,15 @@ planner::Objective parse_objective(const std::string& text);
 planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingGraph& graph);
 
 /// The training graph `ergon plan` and `ergon graph export` work on: a zoo model costed on a
-/// board's profile, or a graph JSON file as it is.
-planner::TrainingGraph load_graph(const PlanArgs& args);
+/// board (its measured costs from args.db when it has them, else its published profile), or
+/// a graph JSON file as it is. `cost_source`, when given, gets one line saying which costs
+/// were used and why.
+planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source = nullptr);
 
 /// Everything one `ergon plan` computes.
 struct PlanOutcome {
   planner::TrainingGraph graph;
+  std::string cost_source;  ///< which costs the graph carries (measured or the profile's)
   planner::PlanRequest request;
   planner::PlanResult result;
   planner::ScheduleReport store_all;            ///< the reference every plan is compared to

@@ -17,6 +17,8 @@
 
 #include "cli/attribute_cmd.h"
 #include "cli/record.h"
+#include "cli/plan_cmd.h"
+#include "costdb/cost_model.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
 #include "devices/board_profile.h"
@@ -223,6 +225,53 @@ TEST_F(RecordEndToEnd, AttributedCostsListAsTableJsonAndCsvWithTheirOpShapes) {
   std::ostringstream none;
   ASSERT_EQ(cli::run_costs(args, none), 0);
   EXPECT_NE(none.str().find("no op costs for board tx2"), std::string::npos) << none.str();
+}
+
+TEST_F(RecordEndToEnd, MeasuredCostsPredictShapesTheBoardNeverRanAndThePlannerUsesThem) {
+  const auto board = *devices::find_board("pi4");
+  auto sim = devices::SimServer::open_pty(board, unpaced(5));
+  sim->start();
+  const auto outcomes = record({sim->link_name()});
+  sim->stop();
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+  {
+    auto db = costdb::Database::open(db_path());
+    cli::attribute_run(db, *outcomes[0].run_id);
+  }
+  auto db = costdb::Database::open_read_only(db_path());
+  const auto costs = costdb::MeasuredCosts::from_database(db, "pi4");
+  EXPECT_LT(costs.compute_time_fit().cv_median, 0.02);
+  EXPECT_NEAR(costs.idle_power_w(), board.idle_w, 0.01 * board.idle_w);
+  // Layers of the zoo's MLP and ResNet, none of them in the profile plan: within 2 % of the
+  // simulator's true cost (time x power).
+  const std::vector<std::pair<uint64_t, uint64_t>> unseen = {
+      {2'097'152, 4'206'592}, {1'048'576, 8'192}, {115'605'504, 2'359'296}, {0, 131'072}};
+  for (const auto& [flops, bytes] : unseen) {
+    const auto predicted = costs.compute(flops, bytes);
+    const auto truth = devices::compute_truth(board, flops, bytes);
+    EXPECT_FALSE(predicted.measured);
+    EXPECT_NEAR(predicted.time_s, truth.time_s, 0.02 * truth.time_s) << flops << " " << bytes;
+    EXPECT_NEAR(predicted.energy_j, truth.time_s * truth.power_w, 0.02 * truth.time_s * truth.power_w)
+        << flops << " " << bytes;
+  }
+  for (uint64_t bytes : {100'000ULL, 3'000'000ULL}) {
+    const auto truth = devices::paging_truth(board, bytes, profiler::Phase::kPageOut);
+    EXPECT_NEAR(costs.page_out(bytes).time_s, truth.time_s, 0.02 * truth.time_s);
+  }
+
+  cli::PlanArgs args;
+  args.model = "mlp";
+  args.board = "pi4";
+  args.db = db_path().string();
+  args.time_limit_s = 5;
+  args.gap = 0.01;
+  const auto planned = cli::plan(args, false);
+  EXPECT_NE(planned.cost_source.find("measured on pi4"), std::string::npos) << planned.cost_source;
+  EXPECT_GT(planned.graph.idle_power_w, 0);
+  args.board = "tx2";  // nothing measured on a TX2 here: the profile, with a warning
+  const auto fallback = cli::plan(args, false);
+  EXPECT_NE(fallback.cost_source.find("warning: no attributed costs of board tx2"), std::string::npos)
+      << fallback.cost_source;
 }
 
 TEST_F(RecordEndToEnd, MissingPortFailsWithOneClearLine) {

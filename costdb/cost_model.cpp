@@ -1,0 +1,267 @@
+#include "costdb/cost_model.h"
+
+#include <Eigen/Dense>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "common/error.h"
+
+namespace ergon::costdb {
+namespace {
+
+/// Exact NNLS for three unknowns: the best least-squares fit over every subset of columns
+/// whose solution is non-negative (2^3 small solves).
+std::optional<std::array<double, 3>> nnls3(std::span<const std::array<double, 3>> rows) {
+  const auto n = static_cast<Eigen::Index>(rows.size());
+  Eigen::MatrixXd a(n, 3);
+  Eigen::VectorXd b(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const auto& r = rows[static_cast<std::size_t>(i)];
+    const double w = 1 / r[2];  // relative errors
+    a(i, 0) = w;
+    a(i, 1) = r[0] * w;
+    a(i, 2) = r[1] * w;
+    b(i) = 1;
+  }
+  // Columns in comparable units, so the solves are well conditioned.
+  Eigen::Vector3d scale;
+  for (int j = 0; j < 3; ++j) {
+    const double m = a.col(j).cwiseAbs().maxCoeff();
+    scale(j) = m > 0 ? m : 1;
+    a.col(j) /= scale(j);
+  }
+  std::optional<std::array<double, 3>> best;
+  double best_residual = std::numeric_limits<double>::infinity();
+  for (int mask = 1; mask < 8; ++mask) {
+    std::vector<int> cols;
+    for (int j = 0; j < 3; ++j)
+      if ((mask >> j & 1) != 0 && a.col(j).cwiseAbs().maxCoeff() > 0) cols.push_back(j);
+    if (cols.empty() || static_cast<Eigen::Index>(cols.size()) > n) continue;
+    Eigen::MatrixXd sub(n, static_cast<Eigen::Index>(cols.size()));
+    for (std::size_t k = 0; k < cols.size(); ++k) sub.col(static_cast<Eigen::Index>(k)) = a.col(cols[k]);
+    const Eigen::VectorXd x = sub.colPivHouseholderQr().solve(b);
+    if ((x.array() < 0).any() || !x.allFinite()) continue;
+    const double residual = (sub * x - b).squaredNorm();
+    if (residual < best_residual) {
+      best_residual = residual;
+      std::array<double, 3> coef{};
+      for (std::size_t k = 0; k < cols.size(); ++k)
+        coef[static_cast<std::size_t>(cols[k])] = x(static_cast<Eigen::Index>(k)) / scale(cols[k]);
+      best = coef;
+    }
+  }
+  return best;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+namespace {
+
+/// Coefficients of the chosen shape; the roofline starts from the linear fit.
+std::optional<std::array<double, 3>> fit_coef(std::span<const std::array<double, 3>> rows,
+                                              FitShape shape) {
+  auto coef = nnls3(rows);
+  if (!coef || shape == FitShape::kLinear) return coef;
+  std::vector<char> bound_by_x1(rows.size(), 2);  // 2: not assigned yet
+  for (int iteration = 0; iteration < 20; ++iteration) {
+    bool changed = false;
+    std::vector<std::array<double, 3>> split;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const char by_x1 = (*coef)[1] * rows[i][0] >= (*coef)[2] * rows[i][1] ? 1 : 0;
+      changed = changed || by_x1 != bound_by_x1[i];
+      bound_by_x1[i] = by_x1;
+      split.push_back({by_x1 ? rows[i][0] : 0, by_x1 ? 0 : rows[i][1], rows[i][2]});
+    }
+    if (!changed) break;
+    auto next = nnls3(split);
+    if (!next) break;
+    coef = next;
+  }
+  return coef;
+}
+
+}  // namespace
+
+std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>> rows,
+                                          FitShape shape) {
+  std::vector<std::array<double, 3>> usable;
+  for (const auto& r : rows)
+    if (r[2] > 0 && std::isfinite(r[2])) usable.push_back(r);
+  if (usable.size() < 3) return std::nullopt;
+  const auto coef = fit_coef(usable, shape);
+  if (!coef) return std::nullopt;
+  LinearFit fit;
+  fit.coef = *coef;
+  fit.roofline = shape == FitShape::kRoofline;
+  fit.rows = static_cast<int>(usable.size());
+  std::vector<double> errors;
+  for (std::size_t i = 0; i < usable.size(); ++i) {
+    std::vector<std::array<double, 3>> rest = usable;
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
+    const auto c = fit_coef(rest, shape);
+    if (!c) continue;
+    LinearFit loo = fit;
+    loo.coef = *c;
+    const auto& r = usable[i];
+    errors.push_back(std::abs(loo.predict(r[0], r[1]) - r[2]) / r[2]);
+  }
+  fit.cv_median = median(errors);
+  fit.cv_max = errors.empty() ? 0 : *std::max_element(errors.begin(), errors.end());
+  return fit;
+}
+
+MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& board) {
+  MeasuredCosts m;
+  std::set<int64_t> runs;
+  std::vector<double> idle;
+  // The same shape measured in several runs is averaged.
+  std::map<std::tuple<std::string, int, uint64_t, uint64_t>, std::vector<const OpCostRow*>> by_shape;
+  const auto rows = list_op_costs(db, board, std::nullopt);
+  for (const OpCostRow& r : rows) {
+    if (r.op_kind.empty() || r.op_kind == "idle" || r.time_s <= 0) continue;
+    runs.insert(r.run_id);
+    idle.push_back((r.gross_energy_j - r.net_energy_j) / r.time_s);
+    const uint64_t bytes = r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out;
+    by_shape[{r.op_kind, static_cast<int>(r.phase), r.flops, bytes}].push_back(&r);
+  }
+  for (const auto& [key, group] : by_shape) {
+    Row row;
+    row.kind = std::get<0>(key);
+    row.phase = static_cast<profiler::Phase>(std::get<1>(key));
+    row.flops = std::get<2>(key);
+    row.bytes = std::get<3>(key);
+    for (const OpCostRow* r : group) {
+      row.time_s += r->time_s / static_cast<double>(group.size());
+      row.energy_j += r->gross_energy_j / static_cast<double>(group.size());
+    }
+    m.rows_.push_back(row);
+  }
+  m.runs_ = static_cast<int>(runs.size());
+  m.idle_power_w_ = std::max(0.0, median(idle));
+
+  std::vector<std::array<double, 3>> ct, it, ot;
+  std::vector<const Row*> compute_rows, in_rows, out_rows;
+  for (const Row& r : m.rows_) {
+    const auto f = static_cast<double>(r.flops);
+    const auto b = static_cast<double>(r.bytes);
+    if (r.kind != "paging") {
+      ct.push_back({f, b, r.time_s});
+      compute_rows.push_back(&r);
+    } else if (r.phase == profiler::Phase::kPageIn) {
+      it.push_back({b, 0, r.time_s});
+      in_rows.push_back(&r);
+    } else if (r.phase == profiler::Phase::kPageOut) {
+      ot.push_back({b, 0, r.time_s});
+      out_rows.push_back(&r);
+    }
+  }
+  auto fit = [&](const std::vector<std::array<double, 3>>& rows3, const char* what,
+                 FitShape shape = FitShape::kLinear) {
+    auto f = fit_non_negative(rows3, shape);
+    if (!f)
+      throw InputError("too few " + std::string(what) + " measurements of board " + board +
+                       " in " + db.path().string() + " to fit a cost model (" +
+                       std::to_string(rows3.size()) + "; attribute a profile run first)");
+    return *f;
+  };
+  if (m.rows_.empty())
+    throw InputError("no attributed costs of board " + board + " in " + db.path().string() +
+                     " (ergon record, then ergon attribute)");
+  m.compute_time_ = fit(ct, "compute", FitShape::kRoofline);
+  // Paging fits take at least three sizes per direction (the default profile plan measures
+  // three), so that the cross-validation has something to leave out.
+  m.pagein_time_ = fit(it, "page-in");
+  m.pageout_time_ = fit(ot, "page-out");
+
+  // Power by bound: the time-weighted mean of energy / time over the rows of each class.
+  const LinearFit& t = m.compute_time_;
+  auto compute_bound = [&](const Row& r) {
+    return t.coef[1] * static_cast<double>(r.flops) >= t.coef[2] * static_cast<double>(r.bytes);
+  };
+  auto mean_power = [](const std::vector<const Row*>& group, auto&& keep, const Row* skip) {
+    double e = 0, s = 0;
+    for (const Row* r : group) {
+      if (r == skip || !keep(*r)) continue;
+      e += r->energy_j;
+      s += r->time_s;
+    }
+    return s > 0 ? e / s : 0.0;
+  };
+  auto is_compute = [&](const Row& r) { return compute_bound(r); };
+  auto is_memory = [&](const Row& r) { return !compute_bound(r); };
+  auto any = [](const Row&) { return true; };
+  PowerModel& p = m.compute_power_;
+  p.compute_bound_w = mean_power(compute_rows, is_compute, nullptr);
+  p.memory_bound_w = mean_power(compute_rows, is_memory, nullptr);
+  // With one class unmeasured, it draws what the other does.
+  if (p.compute_bound_w == 0) p.compute_bound_w = p.memory_bound_w;
+  if (p.memory_bound_w == 0) p.memory_bound_w = p.compute_bound_w;
+  m.pagein_power_w_ = mean_power(in_rows, any, nullptr);
+  m.pageout_power_w_ = mean_power(out_rows, any, nullptr);
+  // Leave-one-out over time and power together.
+  std::vector<double> errors;
+  for (std::size_t i = 0; i < compute_rows.size(); ++i) {
+    const Row& r = *compute_rows[i];
+    std::vector<std::array<double, 3>> rest = ct;
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
+    const auto loo = fit_non_negative(rest, FitShape::kRoofline);
+    if (!loo) continue;
+    const auto f = static_cast<double>(r.flops);
+    const auto b = static_cast<double>(r.bytes);
+    const bool by_compute = loo->coef[1] * f >= loo->coef[2] * b;
+    double w = by_compute ? mean_power(compute_rows, is_compute, &r) : mean_power(compute_rows, is_memory, &r);
+    if (w == 0) w = mean_power(compute_rows, any, &r);
+    errors.push_back(std::abs(loo->predict(f, b) * w - r.energy_j) / r.energy_j);
+  }
+  p.cv_median = median(errors);
+  p.cv_max = errors.empty() ? 0 : *std::max_element(errors.begin(), errors.end());
+  return m;
+}
+
+std::optional<MeasuredCosts::Cost> MeasuredCosts::exact(bool paging, profiler::Phase phase,
+                                                        uint64_t flops, uint64_t bytes) const {
+  for (const Row& r : rows_) {
+    if ((r.kind == "paging") != paging || r.bytes != bytes) continue;
+    if (paging ? r.phase != phase : r.flops != flops) continue;
+    return Cost{.time_s = r.time_s, .energy_j = r.energy_j, .measured = true};
+  }
+  return std::nullopt;
+}
+
+MeasuredCosts::Cost MeasuredCosts::compute(uint64_t flops, uint64_t bytes) const {
+  if (auto c = exact(false, profiler::Phase::kForward, flops, bytes)) return *c;
+  const auto f = static_cast<double>(flops);
+  const auto b = static_cast<double>(bytes);
+  const double time_s = compute_time_.predict(f, b);
+  const bool compute_bound = compute_time_.coef[1] * f >= compute_time_.coef[2] * b;
+  return {.time_s = time_s,
+          .energy_j = time_s * (compute_bound ? compute_power_.compute_bound_w
+                                              : compute_power_.memory_bound_w)};
+}
+
+MeasuredCosts::Cost MeasuredCosts::paging(profiler::Phase phase, uint64_t bytes,
+                                          const LinearFit& time, double power_w) const {
+  if (auto c = exact(true, phase, 0, bytes)) return *c;
+  const double time_s = time.predict(static_cast<double>(bytes), 0);
+  return {.time_s = time_s, .energy_j = time_s * power_w};
+}
+
+MeasuredCosts::Cost MeasuredCosts::page_in(uint64_t bytes) const {
+  return paging(profiler::Phase::kPageIn, bytes, pagein_time_, pagein_power_w_);
+}
+
+MeasuredCosts::Cost MeasuredCosts::page_out(uint64_t bytes) const {
+  return paging(profiler::Phase::kPageOut, bytes, pageout_time_, pageout_power_w_);
+}
+
+}  // namespace ergon::costdb

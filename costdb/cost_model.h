@@ -1,0 +1,103 @@
+#pragma once
+
+// A board's measured costs as a model the planner can ask about any op: the exact
+// measurement where one exists at that shape, a regression fitted to the board's measurements
+// elsewhere (DESIGN.md, costdb).
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "costdb/costs.h"
+
+namespace ergon::costdb {
+
+/// y = c0 + c1 x1 + c2 x2, or with `roofline` y = c0 + max(c1 x1, c2 x2) (an op is bound by
+/// its arithmetic or by its memory traffic, not by their sum), every coefficient >= 0,
+/// fitted by non-negative least squares on relative errors (each row weighted by 1 / y, so
+/// small ops count as much as large ones).
+struct LinearFit {
+  std::array<double, 3> coef{};
+  bool roofline = false;
+  int rows = 0;
+  /// Leave-one-out cross-validated relative error |predicted - measured| / measured.
+  double cv_median = 0;
+  double cv_max = 0;
+  [[nodiscard]] double predict(double x1, double x2) const {
+    return coef[0] + (roofline ? std::max(coef[1] * x1, coef[2] * x2) : coef[1] * x1 + coef[2] * x2);
+  }
+};
+
+enum class FitShape { kLinear, kRoofline };
+
+/// Fits rows (x1, x2, y); nullopt with fewer than 3 rows. The roofline fit alternates between
+/// assigning each row to the term that bounds it and refitting, until the assignment holds.
+std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>> rows,
+                                          FitShape shape = FitShape::kLinear);
+
+/// One board's costs from op_costs: per repetition, gross energy (the board's whole power,
+/// idle included, as the planner's graphs count it). Time is a roofline fitted to the
+/// measured ops; energy is that time x the board's power while running ops of the same bound
+/// (compute-bound ops draw more than memory-bound ones), or while paging.
+class MeasuredCosts {
+ public:
+  /// Every attributed op of board kind `board` in the database. Throws InputError when there
+  /// are too few to fit (fewer than 3 compute ops, or no page-in or page-out of 2 sizes).
+  static MeasuredCosts from_database(Database& db, const std::string& board);
+
+  struct Cost {
+    double time_s = 0;
+    double energy_j = 0;
+    bool measured = false;  ///< an exact measurement at this shape, not the regression
+  };
+
+  /// An op of `flops` that reads and writes `bytes` (time ~ flops and bytes, energy likewise).
+  [[nodiscard]] Cost compute(uint64_t flops, uint64_t bytes) const;
+  /// Moving `bytes` to (page-out) or from (page-in) storage: latency + bytes / bandwidth.
+  [[nodiscard]] Cost page_in(uint64_t bytes) const;
+  [[nodiscard]] Cost page_out(uint64_t bytes) const;
+  /// Board power with nothing running, from the runs' idle measurements.
+  [[nodiscard]] double idle_power_w() const { return idle_power_w_; }
+
+  /// Power while running, by what bounds the op, with the energy model's leave-one-out
+  /// cross-validated relative error.
+  struct PowerModel {
+    double compute_bound_w = 0;
+    double memory_bound_w = 0;
+    double cv_median = 0;
+    double cv_max = 0;
+  };
+
+  [[nodiscard]] const LinearFit& compute_time_fit() const { return compute_time_; }
+  [[nodiscard]] const PowerModel& compute_power() const { return compute_power_; }
+  [[nodiscard]] int measured_ops() const { return static_cast<int>(rows_.size()); }
+  [[nodiscard]] int runs() const { return runs_; }
+
+ private:
+  struct Row {
+    std::string kind;
+    profiler::Phase phase = profiler::Phase::kForward;
+    uint64_t flops = 0;
+    uint64_t bytes = 0;  ///< read + written; for paging, moved
+    double time_s = 0;
+    double energy_j = 0;
+  };
+  [[nodiscard]] std::optional<Cost> exact(bool paging, profiler::Phase phase, uint64_t flops,
+                                          uint64_t bytes) const;
+  [[nodiscard]] Cost paging(profiler::Phase phase, uint64_t bytes, const LinearFit& time,
+                            double power_w) const;
+
+  std::vector<Row> rows_;
+  LinearFit compute_time_;
+  PowerModel compute_power_;
+  LinearFit pagein_time_, pageout_time_;
+  double pagein_power_w_ = 0, pageout_power_w_ = 0;
+  double idle_power_w_ = 0;
+  int runs_ = 0;
+};
+
+}  // namespace ergon::costdb
