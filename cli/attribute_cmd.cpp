@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -31,7 +32,25 @@ AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
     row.sample_count = c.sample_count;
     r.rows.push_back(row);
   }
-  costdb::replace_op_costs(db, run_id, r.rows);
+  const auto& a = r.attribution;
+  costdb::RunAttributionRow summary{
+      .clock_fitted = a.clock.fitted,
+      .clock_drift_ppm = a.clock.drift_ppm,
+      .clock_residual_rms_ns = a.clock.residual_rms_ns,
+      .clock_residual_max_ns = a.clock.residual_max_ns,
+      .clock_points_used = a.clock.points_used,
+      .clock_points_total = a.clock.points_total,
+      .clock_note = a.clock.note,
+      .sample_period_s = a.sample_period_s,
+      .idle_power_w = a.idle_power_w,
+      .idle_power_sigma_w = a.idle_power_sigma_w,
+      .idle_samples = a.idle_samples,
+      .samples_flagged = a.samples_flagged,
+      .windows = static_cast<uint32_t>(a.windows.size()),
+      .windows_uncovered = static_cast<uint32_t>(std::count_if(
+          a.windows.begin(), a.windows.end(), [](const auto& w) { return !w.covered; })),
+  };
+  costdb::replace_attribution(db, run_id, summary, r.rows);
   return r;
 }
 

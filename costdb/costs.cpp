@@ -80,7 +80,8 @@ RunData load_run_data(Database& database, int64_t run_id) {
   return d;
 }
 
-void replace_op_costs(Database& database, int64_t run_id, std::span<const OpCostRow> rows) {
+void replace_attribution(Database& database, int64_t run_id, const RunAttributionRow& summary,
+                         std::span<const OpCostRow> rows) {
   auto& db = database.impl();
   if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
   db.ensure_batch();
@@ -88,6 +89,30 @@ void replace_op_costs(Database& database, int64_t run_id, std::span<const OpCost
   detail::Statement clear(db.db, "DELETE FROM op_costs WHERE run_id = ?1", db.path);
   clear.bind(1, run_id);
   clear.run(doing);
+  detail::Statement run_row(
+      db.db,
+      "INSERT OR REPLACE INTO run_attributions (run_id, clock_fitted, clock_drift_ppm, "
+      "clock_residual_rms_ns, clock_residual_max_ns, clock_points_used, clock_points_total, "
+      "clock_note, sample_period_s, idle_power_w, idle_power_sigma_w, idle_samples, "
+      "samples_flagged, windows, windows_uncovered) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+      db.path);
+  run_row.bind(1, run_id);
+  run_row.bind(2, int64_t{summary.clock_fitted ? 1 : 0});
+  run_row.bind(3, summary.clock_drift_ppm);
+  run_row.bind(4, summary.clock_residual_rms_ns);
+  run_row.bind(5, summary.clock_residual_max_ns);
+  run_row.bind(6, int64_t{summary.clock_points_used});
+  run_row.bind(7, int64_t{summary.clock_points_total});
+  run_row.bind(8, std::string_view(summary.clock_note));
+  run_row.bind(9, summary.sample_period_s);
+  run_row.bind(10, summary.idle_power_w);
+  run_row.bind(11, summary.idle_power_sigma_w);
+  run_row.bind(12, int64_t{summary.idle_samples});
+  run_row.bind(13, int64_t{summary.samples_flagged});
+  run_row.bind(14, int64_t{summary.windows});
+  run_row.bind(15, int64_t{summary.windows_uncovered});
+  run_row.run(doing);
   detail::Statement insert(
       db.db,
       "INSERT INTO op_costs (run_id, op_id, phase, time_s, time_s_stddev, gross_energy_j, "
@@ -109,6 +134,36 @@ void replace_op_costs(Database& database, int64_t run_id, std::span<const OpCost
     insert.run(doing);
   }
   database.commit_batch();
+}
+
+std::optional<RunAttributionRow> find_attribution(Database& database, int64_t run_id) {
+  auto& db = database.impl();
+  detail::Statement q(
+      db.db,
+      "SELECT clock_fitted, clock_drift_ppm, clock_residual_rms_ns, clock_residual_max_ns, "
+      "clock_points_used, clock_points_total, clock_note, sample_period_s, idle_power_w, "
+      "idle_power_sigma_w, idle_samples, samples_flagged, windows, windows_uncovered "
+      "FROM run_attributions WHERE run_id = ?1",
+      db.path);
+  q.bind(1, run_id);
+  if (!q.step("cannot read the attribution of run " + std::to_string(run_id))) return std::nullopt;
+  RunAttributionRow r;
+  r.clock_fitted = q.column_int64(0) != 0;
+  r.clock_drift_ppm = q.column_double(1);
+  r.clock_residual_rms_ns = q.column_double(2);
+  r.clock_residual_max_ns = q.column_double(3);
+  r.clock_points_used = static_cast<int>(q.column_int64(4));
+  r.clock_points_total = static_cast<int>(q.column_int64(5));
+  r.clock_note = q.column_text(6);
+  r.sample_period_s = q.column_double(7);
+  r.idle_power_w = q.column_double(8);
+  r.idle_power_sigma_w = q.column_double(9);
+  r.idle_samples = static_cast<uint32_t>(q.column_int64(10));
+  r.samples_flagged = static_cast<uint32_t>(q.column_int64(11));
+  r.windows = static_cast<uint32_t>(q.column_int64(12));
+  r.windows_uncovered = static_cast<uint32_t>(q.column_int64(13));
+  q.reset();
+  return r;
 }
 
 std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std::string>& board_kind,

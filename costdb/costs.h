@@ -46,9 +46,32 @@ struct OpCostRow {
   uint64_t bytes_out = 0;
 };
 
-/// Replaces the run's rows of op_costs with `rows` and commits: re-attributing a run gives
-/// the same table, never duplicates.
-void replace_op_costs(Database& db, int64_t run_id, std::span<const OpCostRow> rows);
+/// What attributing a run found besides its op costs (the run_attributions table).
+struct RunAttributionRow {
+  bool clock_fitted = false;
+  double clock_drift_ppm = 0;
+  double clock_residual_rms_ns = 0;
+  double clock_residual_max_ns = 0;
+  int clock_points_used = 0;
+  int clock_points_total = 0;
+  std::string clock_note;
+  double sample_period_s = 0;
+  double idle_power_w = 0;
+  double idle_power_sigma_w = 0;
+  uint32_t idle_samples = 0;
+  uint32_t samples_flagged = 0;
+  uint32_t windows = 0;
+  uint32_t windows_uncovered = 0;
+};
+
+/// Replaces the run's rows of op_costs with `rows`, and its run_attributions row with
+/// `summary`, in one transaction: re-attributing a run gives the same tables, never
+/// duplicates.
+void replace_attribution(Database& db, int64_t run_id, const RunAttributionRow& summary,
+                         std::span<const OpCostRow> rows);
+
+/// The run's run_attributions row; nullopt when it was never attributed.
+std::optional<RunAttributionRow> find_attribution(Database& db, int64_t run_id);
 
 /// op_costs rows with their board and op shape, by board, run, op id and phase; optionally
 /// only one board kind or one run.

@@ -206,9 +206,32 @@ ALTER TABLE plans ADD COLUMN peak_bytes INTEGER CHECK (peak_bytes >= 0);
 CREATE INDEX plans_key ON plans (graph_digest, planner, objective, budget_bytes);
 )sql";
 
+// v3: what attributing a run found besides its op costs (derived, rebuilt with op_costs): the
+// clock fit and its residuals, the idle power, and how many windows lost their samples.
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE run_attributions (
+  run_id INTEGER PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+  clock_fitted INTEGER NOT NULL CHECK (clock_fitted IN (0, 1)),
+  clock_drift_ppm REAL NOT NULL,
+  clock_residual_rms_ns REAL NOT NULL,
+  clock_residual_max_ns REAL NOT NULL,
+  clock_points_used INTEGER NOT NULL CHECK (clock_points_used >= 0),
+  clock_points_total INTEGER NOT NULL CHECK (clock_points_total >= 0),
+  clock_note TEXT NOT NULL,
+  sample_period_s REAL NOT NULL,
+  idle_power_w REAL NOT NULL,
+  idle_power_sigma_w REAL NOT NULL,
+  idle_samples INTEGER NOT NULL CHECK (idle_samples >= 0),
+  samples_flagged INTEGER NOT NULL CHECK (samples_flagged >= 0),
+  windows INTEGER NOT NULL CHECK (windows >= 0),
+  windows_uncovered INTEGER NOT NULL CHECK (windows_uncovered >= 0)
+) STRICT;
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
     Migration{2, kSchemaV2},
+    Migration{3, kSchemaV3},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");

@@ -170,6 +170,13 @@ TEST_F(RecordEndToEnd, ADamagedUnpluggedRunAttributesEverySpanWhoseSamplesArrive
   }
   EXPECT_GT(covered, 5);
   EXPECT_GT(uncovered, 0) << "no window lost samples: the test proves nothing";
+  // The run keeps what attribution found: windows lost, idle power, the clock fit.
+  const auto stored = costdb::find_attribution(db, run_id);
+  ASSERT_TRUE(stored);
+  EXPECT_EQ(stored->windows, run->spans);
+  EXPECT_EQ(stored->windows_uncovered, static_cast<uint32_t>(uncovered));
+  EXPECT_NEAR(stored->idle_power_w, idle_w, 0.01 * idle_w);
+  EXPECT_EQ(stored->clock_points_total, static_cast<int>(run->sync_points));
 
   // Derived rows are rebuilt, never duplicated.
   const auto first = costdb::list_op_costs(db, std::nullopt, run_id);
