@@ -383,6 +383,9 @@ int main(int argc, char** argv) {
     c->add_option("--db", pareto.db, "database that stores every plan (a rerun resumes)")
         ->capture_default_str();
     c->add_flag("--fresh", pareto.fresh, "solve again even what the database holds");
+    c->add_flag("--measured", pareto.measured,
+                "cost the graph with the board's measurements in --db (ergon attribute) "
+                "instead of its published profile");
     c->add_option("--csv", pareto.csv, "write every point as CSV");
     c->add_option("--json", pareto.json, "write every point as JSON");
   }

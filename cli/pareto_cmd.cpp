@@ -66,12 +66,13 @@ struct Task {
 };
 
 costdb::PlanRow to_row(const planner::TrainingGraph& graph, const std::string& model,
-                       const std::string& board, const std::string& digest,
+                       const std::string& board, const std::string& board_name,
+                       const std::string& digest,
                        const planner::PlanRequest& req, const planner::PlanResult& r) {
   costdb::PlanRow row;
   row.model = model;
   row.board_kind = board;
-  row.board_name = "profile";
+  row.board_name = board_name;
   row.graph_digest = digest;
   row.budget_bytes = req.budget_bytes;
   if (std::isfinite(req.deadline_s)) row.deadline_s = req.deadline_s;
@@ -126,7 +127,11 @@ std::string graph_digest(const planner::TrainingGraph& graph) {
 
 std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* progress) {
   const auto names = split_names(args.planners);
-  const planner::TrainingGraph graph = load_graph(args.graph);
+  PlanArgs graph_args = args.graph;
+  if (args.measured) graph_args.db = args.db;
+  std::string cost_source;
+  const planner::TrainingGraph graph = load_graph(graph_args, &cost_source);
+  if (progress != nullptr && args.measured) *progress << cost_source << "\n";
   const std::string digest = graph_digest(graph);
   const std::string model = args.graph.model.empty()
                                 ? (args.graph.onnx_file.empty() ? graph.name : args.graph.onnx_file)
@@ -177,7 +182,7 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
         req.threads = jobs > 1 ? 1 : args.graph.threads;
         auto solver = planner::make_cbc_solver();
         const auto r = planner::run_planner(todo[i].planner, graph, req, *solver);
-        row = to_row(graph, model, board, digest, req, r);
+        row = to_row(graph, model, board, args.measured ? "measured" : "profile", digest, req, r);
       } catch (const std::exception& e) {
         error = e.what();
       }

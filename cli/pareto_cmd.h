@@ -16,6 +16,7 @@ struct ParetoArgs {
   int jobs = 0;      ///< concurrent solves; 0: one per core
   std::string db = "ergon.db";
   bool fresh = false;  ///< re-solve even when the database holds the plan
+  bool measured = false;  ///< cost the graph with the board's measurements in `db`
   std::string csv;     ///< write the points here
   std::string json;
 };
