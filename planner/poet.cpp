@@ -42,6 +42,7 @@ class PoetModel {
         p.ram[t][i] = on(sram_[t][i]);
         p.ssd[t][i] = on(ssd_[t][i]);
         p.page_in[t][i] = on(min_[t][i]);
+        p.page_in_late[t][i] = on(min_late_[t][i]);
         p.page_out[t][i] = on(mout_[t][i]);
       }
     }
@@ -65,17 +66,19 @@ class PoetModel {
     const bool total = objective_ == Objective::kTotal;
     for (int t = 0; t < n_; ++t) {
       double u = 0;
-      double compute_s = 0, transfer_s = 0;
+      double compute_s = 0, transfer_s = 0, late_s = 0;
       for (int i = 0; i <= t; ++i) {
         set(r_[t][i], p.compute[t][i]);
         set(sram_[t][i], p.ram[t][i]);
         set(ssd_[t][i], p.ssd[t][i]);
         set(min_[t][i], p.page_in[t][i]);
+        set(min_late_[t][i], p.page_in_late[t][i]);
         set(mout_[t][i], p.page_out[t][i]);
         if (i == t) continue;
         const auto& node = g_.nodes[i];
         if (p.ram[t][i] || (total && p.page_in[t][i])) u += static_cast<double>(node.output_bytes);
         if (p.page_in[t][i]) transfer_s += node.pagein_time_s;
+        if (p.page_in_late[t][i]) late_s += node.pagein_time_s;
         if (p.page_out[t][i]) transfer_s += node.pageout_time_s;
       }
       for (int k = 0; k <= t; ++k) {
@@ -91,7 +94,8 @@ class PoetModel {
           u -= static_cast<double>(g_.nodes[i].output_bytes);
         }
       }
-      if (duration_[t] != kNone) x[duration_[t]] = std::max(compute_s, transfer_s) * time_scale_;
+      if (duration_[t] != kNone)
+        x[duration_[t]] = (std::max(compute_s, transfer_s) + late_s) * time_scale_;
     }
     const double time_s = evaluate_stage_plan(g_, p, objective_).deadline_time_s;
     if (!representable || time_s > req.deadline_s * (1 + 1e-9)) return std::nullopt;
@@ -121,7 +125,7 @@ class PoetModel {
       return (total ? g_.dynamic_energy_j(energy_j, time_s) : energy_j) * e;
     };
     r_.assign(n_, std::vector<int>(n_, kNone));
-    sram_ = ssd_ = min_ = mout_ = u_ = r_;
+    sram_ = ssd_ = min_ = mout_ = u_ = min_late_ = r_;
     duration_.assign(n_, kNone);
     free_.assign(n_, std::vector<std::vector<std::pair<int, int>>>(n_));
 
@@ -139,6 +143,9 @@ class PoetModel {
         if (!req.allowed.paging) continue;
         ssd_[t][i] = binary();
         min_[t][i] = binary(charge(nodes[i].pagein_energy_j, nodes[i].pagein_time_s));
+        // kTotal: a page-in may also go after the stage's computes (memory from t + 1).
+        if (total)
+          min_late_[t][i] = binary(charge(nodes[i].pagein_energy_j, nodes[i].pagein_time_s));
         mout_[t][i] = binary(charge(nodes[i].pageout_energy_j, nodes[i].pageout_time_s));
       }
       for (int k = 0; k <= t; ++k) u_[t][k] = m_.add_var(0, 1, 0, MilpModel::VarType::kContinuous);
@@ -156,12 +163,17 @@ class PoetModel {
       // Paging needs the source, and residency carries over only from what was there.
       for (int i = 0; i < t; ++i) {
         row({{min_[t][i], 1}, {ssd_[t][i], -1}}, -kInf, 0);
+        row({{min_late_[t][i], 1}, {ssd_[t][i], -1}}, -kInf, 0);
         row({{mout_[t][i], 1}, {sram_[t][i], -1}}, -kInf, 0);
       }
       if (t + 1 < n_) {
         for (int i = 0; i <= t; ++i) {
-          row({{sram_[t + 1][i], 1}, {sram_[t][i], -1}, {r_[t][i], -1}, {min_[t][i], -1}}, -kInf,
-              0);
+          row({{sram_[t + 1][i], 1},
+               {sram_[t][i], -1},
+               {r_[t][i], -1},
+               {min_[t][i], -1},
+               {min_late_[t][i], -1}},
+              -kInf, 0);
           row({{ssd_[t + 1][i], 1}, {ssd_[t][i], -1}, {mout_[t][i], -1}}, -kInf, 0);
         }
       }
@@ -227,14 +239,17 @@ class PoetModel {
       // D is in single passes; idle power over one single pass is its cost per unit.
       duration_[t] = m_.add_var(0, kInf, g_.idle_power_w / time_scale_ * energy_scale_,
                                 MilpModel::VarType::kContinuous);
+      // D >= compute + late page-ins and D >= transfers + late page-ins.
       std::vector<std::pair<int, double>> compute = {{duration_[t], 1}};
       for (int i = 0; i <= t; ++i) compute.emplace_back(r_[t][i], -nodes[i].time_s * time_scale_);
-      row(compute, 0, kInf);
       std::vector<std::pair<int, double>> transfers = {{duration_[t], 1}};
       for (int i = 0; i < t; ++i) {
         transfers.emplace_back(min_[t][i], -nodes[i].pagein_time_s * time_scale_);
         transfers.emplace_back(mout_[t][i], -nodes[i].pageout_time_s * time_scale_);
+        compute.emplace_back(min_late_[t][i], -nodes[i].pagein_time_s * time_scale_);
+        transfers.emplace_back(min_late_[t][i], -nodes[i].pagein_time_s * time_scale_);
       }
+      row(compute, 0, kInf);
       row(transfers, 0, kInf);
       makespan.emplace_back(duration_[t], 1);
     }
@@ -251,6 +266,7 @@ class PoetModel {
   std::vector<int> duration_;  ///< D[t] (kTotal), kNone otherwise
   MilpModel m_;
   std::vector<std::vector<int>> r_, sram_, ssd_, min_, mout_, u_;
+  std::vector<std::vector<int>> min_late_;  ///< kTotal: page-in after the stage's computes
   std::vector<std::vector<std::vector<std::pair<int, int>>>> free_;  // [t][k] -> (i, column)
 };
 

@@ -31,8 +31,9 @@ struct Schedule {
 ///   bounds compute time only; a tensor paged in during a stage counts from the next stage.
 /// kTotal: transfers overlap compute up to the storage bandwidth and stall beyond it; energy
 ///   is the energy above idle power plus idle power x makespan; the deadline bounds the
-///   makespan; the budget covers fixed bytes too; a tensor being paged in or out holds its
-///   memory while it moves.
+///   makespan; the budget covers fixed bytes too; a tensor being paged out, or paged in
+///   alongside a stage's computes, holds its memory while it moves (a page-in may instead
+///   wait until the stage's computes are done and take no memory in it).
 enum class Objective { kPoet, kTotal };
 std::string to_string(Objective objective);
 

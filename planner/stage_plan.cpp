@@ -10,7 +10,7 @@ namespace ergon::planner {
 
 StagePlan::StagePlan(int nodes) : n(nodes) {
   const std::vector<std::vector<char>> zero(n, std::vector<char>(n, 0));
-  compute = ram = ssd = page_in = page_out = zero;
+  compute = ram = ssd = page_in = page_out = page_in_late = zero;
 }
 
 std::string check_stage_plan(const TrainingGraph& graph, const StagePlan& p) {
@@ -24,7 +24,7 @@ std::string check_stage_plan(const TrainingGraph& graph, const StagePlan& p) {
     if (!p.compute[t][t]) return "a stage does not compute its own node" + where(t, t);
     for (int i = t; i < n; ++i) {
       if (i > t && p.compute[t][i]) return "a stage computes a later node" + where(t, i);
-      if (p.ram[t][i] || p.ssd[t][i] || p.page_in[t][i] || p.page_out[t][i])
+      if (p.ram[t][i] || p.ssd[t][i] || p.page_in[t][i] || p.page_out[t][i] || p.page_in_late[t][i])
         return "a stage holds or pages a node not computed yet" + where(t, i);
     }
     for (int k = 0; k <= t; ++k) {
@@ -33,12 +33,14 @@ std::string check_stage_plan(const TrainingGraph& graph, const StagePlan& p) {
         if (!p.compute[t][i] && !p.ram[t][i]) return "an input is missing" + where(t, i);
     }
     for (int i = 0; i < t; ++i) {
-      if (p.page_in[t][i] && !p.ssd[t][i]) return "page-in of a tensor not on storage" + where(t, i);
+      if ((p.page_in[t][i] || p.page_in_late[t][i]) && !p.ssd[t][i])
+        return "page-in of a tensor not on storage" + where(t, i);
       if (p.page_out[t][i] && !p.ram[t][i]) return "page-out of a tensor not in RAM" + where(t, i);
     }
     if (t + 1 < n) {
       for (int i = 0; i <= t; ++i) {
-        if (p.ram[t + 1][i] && !p.ram[t][i] && !p.compute[t][i] && !p.page_in[t][i])
+        if (p.ram[t + 1][i] && !p.ram[t][i] && !p.compute[t][i] && !p.page_in[t][i] &&
+            !p.page_in_late[t][i])
           return "a tensor appears in RAM from nowhere" + where(t + 1, i);
         if (p.ssd[t + 1][i] && !p.ssd[t][i] && !p.page_out[t][i])
           return "a tensor appears on storage from nowhere" + where(t + 1, i);
@@ -74,9 +76,13 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
   c.stage_peak_bytes.assign(n, 0);
   for (int t = 0; t < n; ++t) {
     int64_t u = 0;
-    double stage_compute_s = 0, stage_transfer_s = 0;
+    double stage_compute_s = 0, stage_transfer_s = 0, stage_late_s = 0;
     for (int i = 0; i < t; ++i) {
       const auto& node = graph.nodes[i];
+      if (p.page_in_late[t][i]) {
+        c.energy_j += charge(node.pagein_energy_j, node.pagein_time_s);
+        stage_late_s += node.pagein_time_s;
+      }
       if (p.ram[t][i] || (total && p.page_in[t][i])) u += static_cast<int64_t>(node.output_bytes);
       if (p.page_in[t][i]) {
         c.energy_j += charge(node.pagein_energy_j, node.pagein_time_s);
@@ -101,7 +107,8 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
         u -= static_cast<int64_t>(graph.nodes[k].output_bytes);
     }
     c.compute_time_s += stage_compute_s;
-    c.makespan_s += std::max(stage_compute_s, stage_transfer_s);
+    // Late page-ins start once the stage's computes and transfers are done.
+    c.makespan_s += std::max(stage_compute_s, stage_transfer_s) + stage_late_s;
     c.stage_peak_bytes[t] = static_cast<uint64_t>(peak);
     c.peak_bytes = std::max(c.peak_bytes, c.stage_peak_bytes[t]);
   }
@@ -149,7 +156,15 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& p, Objective o
     }
     if (t + 1 == n) break;
     for (int i = 0; i <= t; ++i) free_if(!p.ram[t + 1][i], i);
-    if (total) continue;
+    if (total) {
+      for (int i = 0; i < t; ++i) {
+        if (!p.page_in_late[t][i]) continue;
+        s.steps.push_back({StepKind::kPageIn, i});
+        resident[i] = 1;
+        free_if(!p.ram[t + 1][i], i);
+      }
+      continue;
+    }
     for (int i = 0; i < t; ++i) {
       if (!p.page_in[t][i]) continue;
       s.steps.push_back({StepKind::kPageIn, i});
@@ -163,7 +178,9 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& p, Objective o
 namespace {
 
 /// How a tensor needed in a stage, and not there yet, gets there.
-enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute };
+/// kPageLate (Objective::kTotal): paged back in after the previous stage's computes, holding
+/// no memory there but not hidden behind them.
+enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute, kPageLate };
 using Choices = std::vector<std::vector<char>>;  // [stage][node]
 
 struct Gap {
@@ -191,6 +208,7 @@ class Greedy {
                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                      std::chrono::duration<double>(search_time_s))) {
     if (allowed.recompute) bridges_.push_back(kRecompute);
+    if (allowed.paging && objective == Objective::kTotal) bridges_.push_back(kPageLate);
     if (allowed.paging) bridges_.push_back(kPage);
   }
 
@@ -332,7 +350,7 @@ class Greedy {
           const bool is_direct = std::find(direct.begin(), direct.end(), i) != direct.end();
           b = is_direct || carry_until[i] > t ? kCarry : kRecompute;
         }
-        if (b == kPage) {
+        if (b == kPage || b == kPageLate) {
           bool on_ssd = ssd_from[i] <= t - 1;
           if (!on_ssd && a + 1 <= t - 2) {
             p.ram[a + 1][i] = 1;
@@ -340,6 +358,13 @@ class Greedy {
             ssd_from[i] = a + 2;
             for (int s = a + 2; s < n_; ++s) p.ssd[s][i] = 1;
             on_ssd = true;
+          }
+          if (on_ssd && b == kPageLate) {
+            p.page_in_late[t - 1][i] = 1;
+            p.ram[t][i] = 1;
+            last[i] = t;
+            gaps.push_back({i, a, t, kPageLate});
+            continue;
           }
           if (on_ssd) {
             // POET's model: page in during the stage before the read. Under kTotal a transfer

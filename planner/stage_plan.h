@@ -15,11 +15,13 @@ namespace ergon::planner {
 /// mark the outputs in RAM and on storage at the start of stage t; `page_in[t]` and
 /// `page_out[t]` the transfers during stage t. Matrices are indexed [stage][node].
 /// The POET MILP's binaries describe exactly this, so a heuristic that builds one gives the
-/// solver a warm start it can check row by row.
+/// solver a warm start it can check row by row. `page_in_late[t]` (Objective::kTotal only)
+/// marks page-ins issued after stage t's last compute and drops: they take no memory in
+/// stage t but do not overlap its computes.
 struct StagePlan {
   explicit StagePlan(int nodes);
   int n = 0;
-  std::vector<std::vector<char>> compute, ram, ssd, page_in, page_out;
+  std::vector<std::vector<char>> compute, ram, ssd, page_in, page_out, page_in_late;
 };
 
 /// Which ways of saving memory a planner may use: POET uses both; Checkmate-style planning

@@ -6,10 +6,11 @@
 // paged in at its end; memory frees a tensor right after its last use in the stage unless it
 // is kept. Returns the minimum energy, or infinity when nothing fits.
 //
-// Under Objective::kTotal the stage's page-ins run during it (their memory counts from the
-// stage start), a tensor being paged out stays until the stage ends, a stage lasts the longer
-// of its computes and its transfers, and energy is the energy above idle plus idle power
-// over every stage's duration.
+// Under Objective::kTotal a stage's page-ins run either during it (their memory counts from
+// the stage start) or after its computes and drops (no memory in the stage, their time added
+// to it); a tensor being paged out stays until the stage ends; a stage lasts the longer of
+// its computes and its transfers, plus the late page-ins; energy is the energy above idle
+// plus idle power over every stage's duration.
 
 #include <algorithm>
 #include <cstdint>
@@ -137,10 +138,19 @@ class BruteForce {
             if ((keep & resident) != keep) continue;
             const uint32_t next_ssd = ssd | out;
             if (total_) {
-              const double stage_s = std::max(compute_s, page_out_s + in_during_s);
-              energy += g_.idle_power_w * stage_s;
-              for (const auto& [rt, re] : frontier(t + 1, keep | in_during, next_ssd))
-                add(result, stage_s + rt, energy + re);
+              // Late page-ins: after the computes and drops, taking no memory in this stage.
+              for (uint32_t late : subsets(ssd & future & ~keep & ~in_during)) {
+                double late_e = 0, late_s = 0;
+                for (int i = 0; i < n_; ++i) {
+                  if (!(late >> i & 1U)) continue;
+                  late_e += charge(g_.nodes[i].pagein_energy_j, g_.nodes[i].pagein_time_s);
+                  late_s += g_.nodes[i].pagein_time_s;
+                }
+                const double stage_s = std::max(compute_s, page_out_s + in_during_s) + late_s;
+                const double stage_e = energy + late_e + g_.idle_power_w * stage_s;
+                for (const auto& [rt, re] : frontier(t + 1, keep | in_during | late, next_ssd))
+                  add(result, stage_s + rt, stage_e + re);
+              }
               continue;
             }
             for (uint32_t in : subsets(ssd & future & ~keep)) {
