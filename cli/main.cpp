@@ -12,6 +12,7 @@
 #include "cli/attribute_cmd.h"
 #include "cli/pareto_cmd.h"
 #include "cli/plan_cmd.h"
+#include "cli/validate_cmd.h"
 #include "cli/record.h"
 #include "common/error.h"
 #include "costdb/database.h"
@@ -337,6 +338,34 @@ int main(int argc, char** argv) {
   plan_cmd->add_flag("--json", plan.json, "print the result as JSON");
   plan_cmd->add_option("--out", plan.out, "write the encoded schedule (what a board receives)");
 
+  ValidateArgs validate_args;
+  auto* validate_cmd = app.add_subcommand(
+      "validate", "plan, run the schedule on a board (default: a simulated one), and compare "
+                  "predicted with measured energy and time");
+  {
+    auto* c = validate_cmd;
+    c->add_option("--model", validate_args.plan.model, "zoo model (see ergon models)");
+    c->add_option("--onnx", validate_args.plan.onnx_file, "forward graph from an ONNX file");
+    c->add_option("--batch", validate_args.plan.batch, "batch size")->capture_default_str();
+    c->add_option("--board", validate_args.plan.board, "board: " + devices::board_names())
+        ->capture_default_str();
+    c->add_option("--budget", validate_args.plan.budget, "memory budget (see ergon plan)")
+        ->capture_default_str();
+    c->add_option("--deadline", validate_args.plan.deadline, "deadline (see ergon plan)")
+        ->capture_default_str();
+    c->add_option("--planner", validate_args.plan.planner, "planner (see ergon plan)")
+        ->capture_default_str();
+    c->add_option("--objective", validate_args.plan.objective, "total or poet")->capture_default_str();
+    c->add_option("--time-limit", validate_args.plan.time_limit_s, "solver time limit, seconds")
+        ->capture_default_str();
+    c->add_option("--gap", validate_args.plan.gap, "relative optimality gap")->capture_default_str();
+    c->add_option("--db", validate_args.db,
+                  "measured costs come from here; plan, run and validation are stored here")
+        ->capture_default_str();
+    c->add_option("--port", validate_args.port, "a board running the agent (default: simulator)");
+    c->add_flag("--json", validate_args.json, "print the result as JSON");
+  }
+
   auto* graph_cmd = app.add_subcommand("graph", "training graphs");
   graph_cmd->require_subcommand(1);
   std::string graph_out;
@@ -412,6 +441,7 @@ int main(int argc, char** argv) {
     if (*plan_cmd) return run_plan(plan, std::cout);
     if (*attribute_cmd) return run_attribute(attribute_db, attribute_runs, attribute_json, std::cout);
     if (*costs_cmd) return run_costs(costs, std::cout);
+    if (*validate_cmd) return run_validate(validate_args, std::cout);
     if (*pareto_cmd) return run_pareto(pareto, std::cout);
     if (*graph_export) {
       const auto graph = load_graph(plan);

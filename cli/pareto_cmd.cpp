@@ -65,7 +65,26 @@ struct Task {
   uint64_t budget_bytes = 0;
 };
 
-costdb::PlanRow to_row(const planner::TrainingGraph& graph, const std::string& model,
+
+void mark_fronts(std::vector<ParetoPoint>& points) {
+  std::map<std::string, double> best;  // lowest energy so far per planner, budgets ascending
+  std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.plan.planner, a.plan.budget_bytes) <
+           std::tie(b.plan.planner, b.plan.budget_bytes);
+  });
+  for (auto& p : points) {
+    if (!p.plan.energy_j) continue;
+    auto it = best.find(p.plan.planner);
+    if (it == best.end() || *p.plan.energy_j < it->second * (1 - 1e-12)) {
+      p.on_front = true;
+      best[p.plan.planner] = *p.plan.energy_j;
+    }
+  }
+}
+
+}  // namespace
+
+costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::string& model,
                        const std::string& board, const std::string& board_name,
                        const std::string& digest,
                        const planner::PlanRequest& req, const planner::PlanResult& r) {
@@ -96,24 +115,6 @@ costdb::PlanRow to_row(const planner::TrainingGraph& graph, const std::string& m
   row.schedule = planner::encode_schedule(*r.schedule, graph.size());
   return row;
 }
-
-void mark_fronts(std::vector<ParetoPoint>& points) {
-  std::map<std::string, double> best;  // lowest energy so far per planner, budgets ascending
-  std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.plan.planner, a.plan.budget_bytes) <
-           std::tie(b.plan.planner, b.plan.budget_bytes);
-  });
-  for (auto& p : points) {
-    if (!p.plan.energy_j) continue;
-    auto it = best.find(p.plan.planner);
-    if (it == best.end() || *p.plan.energy_j < it->second * (1 - 1e-12)) {
-      p.on_front = true;
-      best[p.plan.planner] = *p.plan.energy_j;
-    }
-  }
-}
-
-}  // namespace
 
 std::string graph_digest(const planner::TrainingGraph& graph) {
   const std::string text = planner::to_graph_json(graph);
@@ -182,7 +183,7 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
         req.threads = jobs > 1 ? 1 : args.graph.threads;
         auto solver = planner::make_cbc_solver();
         const auto r = planner::run_planner(todo[i].planner, graph, req, *solver);
-        row = to_row(graph, model, board, args.measured ? "measured" : "profile", digest, req, r);
+        row = to_plan_row(graph, model, board, args.measured ? "measured" : "profile", digest, req, r);
       } catch (const std::exception& e) {
         error = e.what();
       }

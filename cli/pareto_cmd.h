@@ -36,6 +36,13 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
 /// Runs the sweep and prints the fronts; returns the process exit code.
 int run_pareto(const ParetoArgs& args, std::ostream& out);
 
+/// A plan as the plans table stores it, with the simulator's replay of its schedule.
+/// `board_name` says whose costs: "profile" or "measured".
+costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::string& model,
+                            const std::string& board, const std::string& board_name,
+                            const std::string& digest, const planner::PlanRequest& req,
+                            const planner::PlanResult& r);
+
 /// A stable digest (FNV-1a 64, hex) of a graph with its costs: plans are reused only for
 /// the same one.
 std::string graph_digest(const planner::TrainingGraph& graph);

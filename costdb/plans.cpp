@@ -114,6 +114,33 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
   return id;
 }
 
+int64_t add_validation(Database& database, const ValidationRow& v) {
+  auto& db = database.impl();
+  if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
+  db.ensure_batch();
+  detail::Statement insert(
+      db.db,
+      "INSERT INTO validations (plan_id, run_id, predicted_energy_j, measured_energy_j, "
+      "predicted_time_s, measured_time_s, predicted_peak_bytes, measured_peak_bytes) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+      db.path);
+  insert.bind(1, v.plan_id);
+  insert.bind(2, v.run_id);
+  bind_opt(insert, 3, v.predicted_energy_j);
+  bind_opt(insert, 4, v.measured_energy_j);
+  bind_opt(insert, 5, v.predicted_time_s);
+  bind_opt(insert, 6, v.measured_time_s);
+  if (v.predicted_peak_bytes) insert.bind(7, *v.predicted_peak_bytes);
+  else insert.bind_null(7);
+  if (v.measured_peak_bytes) insert.bind(8, *v.measured_peak_bytes);
+  else insert.bind_null(8);
+  const std::string doing = "cannot store a validation";
+  if (!insert.step(doing)) throw DatabaseError("database " + db.path.string() + ": " + doing);
+  const int64_t id = insert.column_int64(0);
+  insert.run(doing);
+  return id;
+}
+
 std::optional<PlanRow> find_plan(Database& database, const std::string& graph_digest,
                                  const std::string& planner, const std::string& objective,
                                  uint64_t budget_bytes, std::optional<double> deadline_s) {

@@ -40,6 +40,18 @@ std::optional<PlanRow> find_plan(Database& db, const std::string& graph_digest,
                                  const std::string& planner, const std::string& objective,
                                  uint64_t budget_bytes, std::optional<double> deadline_s);
 
+/// A plan executed on a board (or the simulator), predicted against measured.
+struct ValidationRow {
+  int64_t plan_id = 0;
+  int64_t run_id = 0;
+  std::optional<double> predicted_energy_j, measured_energy_j;
+  std::optional<double> predicted_time_s, measured_time_s;
+  std::optional<uint64_t> predicted_peak_bytes, measured_peak_bytes;
+};
+
+/// Stores a validation in the current batch; returns its id.
+int64_t add_validation(Database& db, const ValidationRow& v);
+
 /// Every stored plan of a graph digest (all plans when empty), by planner then budget.
 std::vector<PlanRow> list_plans(Database& db, const std::string& graph_digest = {});
 

@@ -149,8 +149,8 @@ void SimBoard::start_run(const proto::Start& start, int64_t now_ns, std::vector<
     pending_plan_.clear();
   };
   if (running_) return refuse("start refused: a run is active");
-  if (start.mode != proto::StartMode::kProfile)
-    return refuse("start refused: schedule execution is not supported by this agent yet");
+  // A schedule is a plan too: each entry once, in order (the host sends one window per
+  // entry, no idle gaps and no minimum window), so the same loop executes both.
   if (start.op_count != pending_plan_.size() || pending_plan_.empty())
     return refuse("start refused: expected " + std::to_string(start.op_count) +
                   " plan ops, received " + std::to_string(pending_plan_.size()));

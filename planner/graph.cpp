@@ -141,6 +141,8 @@ TrainingGraph build_training_graph(const ForwardGraph& forward, const CostModel&
     node.time_s = c.time_s;
     node.energy_j = c.energy_j;
     node.output_bytes = out_bytes;
+    node.flops = flops;
+    node.bytes_touched = bytes_touched;
     const NodeCost in = costs.page_in(out_bytes);
     const NodeCost out = costs.page_out(out_bytes);
     node.pagein_time_s = in.time_s;

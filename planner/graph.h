@@ -49,6 +49,10 @@ struct TrainingNode {
   double pagein_energy_j = 0;
   double pageout_time_s = 0;
   double pageout_energy_j = 0;
+  /// The work behind the costs, when the graph was built from a model (0 from graph JSON,
+  /// which does not carry it): what a board must run to execute the node.
+  uint64_t flops = 0;
+  uint64_t bytes_touched = 0;  ///< read and written
 };
 
 /// Forward nodes, a loss node and backward nodes, numbered in a topological order (node ids

@@ -216,7 +216,7 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
                hello.kind_name;
   }
   hello_ = hello;
-  plan_ = default_profile_plan(*profile, options_.seed);
+  plan_ = options_.plan ? *options_.plan : default_profile_plan(*profile, options_.seed);
   if (options_.min_window_us) plan_.min_window_us = *options_.min_window_us;
   const int64_t now = clock_.now_ns();
   sink_.begin(*hello_, plan_, now);
@@ -238,7 +238,7 @@ void RecordSession::start_plan(std::vector<uint8_t>& out) {
   for (const PlannedOp& op : plan_.ops) send(to_wire(op), out);
   proto::Start start;
   start.run_tag = run_tag_;
-  start.mode = proto::StartMode::kProfile;
+  start.mode = options_.mode;
   start.op_count = static_cast<uint16_t>(plan_.ops.size());
   start.loops = options_.loops;
   start.min_window_us = plan_.min_window_us;

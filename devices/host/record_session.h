@@ -78,6 +78,10 @@ struct RecordOptions {
   /// Each measurement window repeats its op for at least this long (default: the plan's,
   /// 60 ms, >= 50 INA219 samples); shorter windows make faster, less accurate runs.
   std::optional<uint32_t> min_window_us;
+  /// Run this plan instead of the board's default profile plan, in this mode (kSchedule: a
+  /// training schedule's steps, each once, in order).
+  std::optional<ProfilePlan> plan;
+  protocol::StartMode mode = protocol::StartMode::kProfile;
   int initial_syncs = 8;                ///< exchanges before and after the run
   double sync_interval_s = 1.0;         ///< exchanges during the run
   double handshake_timeout_s = 5.0;

@@ -18,6 +18,9 @@
 #include "cli/attribute_cmd.h"
 #include "cli/record.h"
 #include "cli/plan_cmd.h"
+#include "cli/validate_cmd.h"
+#include "costdb/plans.h"
+#include "planner/schedule.h"
 #include "costdb/cost_model.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
@@ -279,6 +282,33 @@ TEST_F(RecordEndToEnd, MeasuredCostsPredictShapesTheBoardNeverRanAndThePlannerUs
   const auto fallback = cli::plan(args, false);
   EXPECT_NE(fallback.cost_source.find("warning: no attributed costs of board tx2"), std::string::npos)
       << fallback.cost_source;
+}
+
+TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsStored) {
+  cli::ValidateArgs args;
+  args.plan.model = "mlp";
+  args.plan.board = "pi4";
+  args.plan.budget = "50%";
+  args.plan.gap = 0.01;
+  args.plan.time_limit_s = 5;
+  args.db = db_path().string();
+  std::ostringstream progress;
+  const cli::ValidateOutcome o = cli::validate(args, progress);
+  ASSERT_TRUE(o.planned.result.schedule);
+  const auto sim = planner::simulate(o.planned.graph, *o.planned.result.schedule);
+  EXPECT_EQ(o.steps, sim.computes + sim.recomputes + sim.page_ins + sim.page_outs);
+  EXPECT_GT(sim.page_outs, 0) << "the schedule should page at 50 %";
+  EXPECT_EQ(o.steps_attributed, o.steps);
+  // The simulated board spends each step's true cost with 3 % power jitter per step.
+  EXPECT_NEAR(o.measured_energy_j, o.predicted_energy_j, 0.05 * o.predicted_energy_j);
+  EXPECT_NEAR(o.measured_time_s, o.predicted_time_s, 0.005 * o.predicted_time_s);
+  auto db = costdb::Database::open(db_path());
+  const auto run = costdb::find_run(db, o.run_id);
+  ASSERT_TRUE(run);
+  EXPECT_EQ(run->spans, static_cast<uint64_t>(o.steps));
+  const auto plans = costdb::list_plans(db);
+  ASSERT_EQ(plans.size(), 1U);
+  EXPECT_EQ(plans[0].id, o.plan_id);
 }
 
 TEST_F(RecordEndToEnd, MissingPortFailsWithOneClearLine) {
