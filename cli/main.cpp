@@ -196,9 +196,20 @@ int run_demo(const DemoArgs& a) {
                              o.result.solve_time_s, 100 * o.result.gap);
   }
   std::cout << "  " << cost_source << "\n";
+
+  std::cout << fmt::format("\nvalidating the 50% plan: its schedule runs step by step on a simulated {}\n",
+                           plan_board);
+  ValidateArgs v;
+  v.plan.model = a.plan_model;
+  v.plan.board = plan_board;
+  v.plan.budget = "50%";
+  v.plan.gap = 0.01;
+  v.plan.time_limit_s = a.plan_time_limit_s;
+  v.db = a.db;
+  run_validate(v, std::cout);
   std::cout << fmt::format(
       "\nnext: ergon runs --db {0}   ergon costs --db {0} --board pi4   "
-      "ergon export --db {0} --run N --csv DIR   ergon plan --model mlp --board nrf52840 --budget 50%\n",
+      "ergon validate --db {0} --model resnet18-cifar --board pi4 --budget 50%\n",
       a.db);
   return rc;
 }
@@ -363,6 +374,8 @@ int main(int argc, char** argv) {
                   "measured costs come from here; plan, run and validation are stored here")
         ->capture_default_str();
     c->add_option("--port", validate_args.port, "a board running the agent (default: simulator)");
+    c->add_option("--plan", validate_args.plan_id,
+                  "validate this stored plan (an id from ergon pareto or an earlier validate)");
     c->add_flag("--json", validate_args.json, "print the result as JSON");
   }
 

@@ -16,6 +16,7 @@
 #include "costdb/plans.h"
 #include "devices/board_profile.h"
 #include "devices/sim_server.h"
+#include "planner/schedule.h"
 
 namespace ergon::cli {
 namespace {
@@ -66,39 +67,56 @@ devices::ProfilePlan schedule_plan(const planner::TrainingGraph& g, const planne
 
 ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   ValidateOutcome o;
-  PlanArgs plan_args = args.plan;
-  plan_args.db = args.db;
-  o.planned = plan(plan_args, false);
-  const auto& g = o.planned.graph;
-  const auto& r = o.planned.result;
-  if (!r.schedule) throw InputError("nothing to validate: " + r.why);
+  std::optional<costdb::PlanRow> row;
+  if (args.plan_id) {
+    // A stored plan: rebuild the graph it was made for and check it is the same one.
+    auto db = costdb::Database::open_read_only(args.db);
+    row = costdb::find_plan_by_id(db, *args.plan_id);
+    if (!row) throw InputError("no plan " + std::to_string(*args.plan_id) + " in " + args.db);
+    if (row->schedule.empty())
+      throw InputError("plan " + std::to_string(row->id) + " has no schedule (" + row->status + ")");
+    PlanArgs graph_args;
+    graph_args.model = row->model;
+    graph_args.board = row->board_kind;
+    if (row->board_name == "measured") graph_args.db = args.db;
+    o.graph = load_graph(graph_args, &o.cost_source);
+    if (graph_digest(o.graph) != row->graph_digest)
+      throw InputError("plan " + std::to_string(row->id) + " was made for a graph this ergon "
+                       "cannot rebuild from '" + row->model + "' on " + row->board_kind +
+                       " (other costs or batch size); plan it again with ergon validate --model");
+    o.schedule = planner::decode_schedule(row->schedule);
+    o.plan_id = row->id;
+    o.description = fmt::format("plan {}: {} on {} at {} bytes ({})", row->id, row->model,
+                                row->board_kind, row->budget_bytes, row->status);
+  } else {
+    PlanArgs plan_args = args.plan;
+    plan_args.db = args.db;
+    const PlanOutcome planned = plan(plan_args, false);
+    if (!planned.result.schedule) throw InputError("nothing to validate: " + planned.result.why);
+    o.graph = planned.graph;
+    o.schedule = *planned.result.schedule;
+    o.cost_source = planned.cost_source;
+    o.description = fmt::format("{} at {} ({})", planned.graph.name, args.plan.budget,
+                                planner::to_string(planned.result.status));
+    const bool measured = planned.cost_source.starts_with("costs: measured");
+    const std::string model = args.plan.model.empty() ? planned.graph.name : args.plan.model;
+    row = to_plan_row(planned.graph, model, args.plan.board, measured ? "measured" : "profile",
+                      graph_digest(planned.graph), planned.request, planned.result);
+  }
+  const auto& g = o.graph;
+  const std::string board_name = row->board_kind;
   for (const auto& node : g.nodes)
     if (node.flops == 0 && node.bytes_touched == 0 && node.time_s > 0)
       throw InputError("the graph carries no FLOP or byte counts (a graph JSON file?): a board "
                        "cannot execute it; validate a --model or --onnx graph");
-  const devices::ProfilePlan steps = schedule_plan(g, *r.schedule);
+  const devices::ProfilePlan steps = schedule_plan(g, o.schedule);
   if (steps.ops.size() > 0xFFFF)
     throw InputError("the schedule has " + std::to_string(steps.ops.size()) +
                      " steps; a run carries at most 65535");
   o.steps = static_cast<int>(steps.ops.size());
-  for (const auto& step : r.schedule->steps) {
-    const auto& node = g.nodes[static_cast<std::size_t>(step.node)];
-    switch (step.kind) {
-      case planner::StepKind::kCompute:
-        o.predicted_energy_j += node.energy_j;
-        o.predicted_time_s += node.time_s;
-        break;
-      case planner::StepKind::kPageIn:
-        o.predicted_energy_j += node.pagein_energy_j;
-        o.predicted_time_s += node.pagein_time_s;
-        break;
-      case planner::StepKind::kPageOut:
-        o.predicted_energy_j += node.pageout_energy_j;
-        o.predicted_time_s += node.pageout_time_s;
-        break;
-      case planner::StepKind::kFree: break;
-    }
-  }
+  const planner::ScheduleReport replay = planner::simulate(g, o.schedule);
+  o.predicted_energy_j = replay.energy_j;  // every step's cost, as the board runs them in turn
+  o.predicted_time_s = replay.compute_time_s + replay.paging_time_s;
 
   // Execute: a board on a port, or a simulated one behind a real pseudo-terminal.
   std::unique_ptr<devices::SimServer> sim;
@@ -106,10 +124,10 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   rec.db_path = args.db;
   rec.options.plan = steps;
   rec.options.mode = devices::protocol::StartMode::kSchedule;
-  rec.options.expected_board = devices::find_board(args.plan.board);
+  rec.options.expected_board = devices::find_board(board_name);
   if (args.port.empty()) {
-    const auto board = devices::find_board(args.plan.board);
-    if (!board) throw InputError("unknown board '" + args.plan.board + "'");
+    const auto board = devices::find_board(board_name);
+    if (!board) throw InputError("unknown board '" + board_name + "'");
     sim = devices::SimServer::open_pty(*board, devices::SimServerOptions{.speed = 0, .seed = 1});
     sim->start();
     rec.ports = {sim->link_name()};
@@ -135,11 +153,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     o.measured_energy_j += w.gross_energy_j;
     o.measured_time_s += w.time_s;
   }
-  const std::string model = args.plan.model.empty() ? g.name : args.plan.model;
-  const bool measured = o.planned.cost_source.starts_with("costs: measured");
-  costdb::PlanRow row = to_plan_row(g, model, args.plan.board, measured ? "measured" : "profile",
-                                    graph_digest(g), o.planned.request, r);
-  o.plan_id = costdb::add_plan(db, row);
+  if (o.plan_id == 0) o.plan_id = costdb::add_plan(db, *row);
   costdb::ValidationRow v;
   v.plan_id = o.plan_id;
   v.run_id = o.run_id;
@@ -147,7 +161,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   v.measured_energy_j = o.measured_energy_j;
   v.predicted_time_s = o.predicted_time_s;
   v.measured_time_s = o.measured_time_s;
-  if (o.planned.sim) v.predicted_peak_bytes = o.planned.sim->peak_bytes;
+  v.predicted_peak_bytes = replay.peak_bytes;
   costdb::add_validation(db, v);
   db.commit_batch();
   return o;
@@ -162,7 +176,7 @@ int run_validate(const ValidateArgs& args, std::ostream& out) {
     nlohmann::json j;
     j["plan_id"] = o.plan_id;
     j["run_id"] = o.run_id;
-    j["costs"] = o.planned.cost_source;
+    j["costs"] = o.cost_source;
     j["steps"] = o.steps;
     j["steps_attributed"] = o.steps_attributed;
     j["predicted"] = {{"energy_j", o.predicted_energy_j}, {"time_s", o.predicted_time_s}};
@@ -172,10 +186,9 @@ int run_validate(const ValidateArgs& args, std::ostream& out) {
     out << j.dump(2) << "\n";
     return 0;
   }
-  out << fmt::format("{} at {} ({}), {} steps executed one by one on {}\n", o.planned.graph.name,
-                     args.plan.budget, planner::to_string(o.planned.result.status), o.steps,
-                     args.port.empty() ? "a simulated " + args.plan.board : args.port);
-  out << o.planned.cost_source << "\n";
+  out << fmt::format("{}, {} steps executed one by one on {}\n", o.description, o.steps,
+                     args.port.empty() ? "a simulated board" : args.port);
+  out << o.cost_source << "\n";
   out << fmt::format("            predicted     measured    error\n");
   out << fmt::format("  energy  {:>10.6g} J {:>10.6g} J  {:>+6.2f} %\n", o.predicted_energy_j,
                      o.measured_energy_j, pct(o.measured_energy_j, o.predicted_energy_j));

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 
 #include "cli/plan_cmd.h"
@@ -10,6 +11,9 @@ namespace ergon::cli {
 
 struct ValidateArgs {
   PlanArgs plan;               ///< what to plan (plan.db is set from `db`)
+  /// Validate this stored plan (e.g. from ergon pareto) instead of planning: its graph is
+  /// rebuilt from its model and board (batch 1) and must match the stored digest.
+  std::optional<int64_t> plan_id;
   std::string db = "ergon.db";  ///< measured costs come from here; plan, run and result go here
   std::string port;             ///< a board running the agent; empty: a simulated one on a pty
   bool json = false;
@@ -17,7 +21,10 @@ struct ValidateArgs {
 
 /// A plan executed step by step on a board, predicted against measured.
 struct ValidateOutcome {
-  PlanOutcome planned;
+  planner::TrainingGraph graph;
+  planner::Schedule schedule;
+  std::string cost_source;
+  std::string description;  ///< what was planned, for people
   int64_t plan_id = 0;
   int64_t run_id = 0;
   int steps = 0;              ///< computes and transfers executed

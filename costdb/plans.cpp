@@ -166,6 +166,19 @@ std::optional<PlanRow> find_plan(Database& database, const std::string& graph_di
   return row;
 }
 
+std::optional<PlanRow> find_plan_by_id(Database& database, int64_t plan_id) {
+  auto& db = database.impl();
+  detail::Statement q(db.db,
+                      std::string("SELECT ") + kColumns +
+                          " FROM plans p JOIN boards b ON b.id = p.board_id WHERE p.id = ?1",
+                      db.path);
+  q.bind(1, plan_id);
+  if (!q.step("cannot read plan " + std::to_string(plan_id))) return std::nullopt;
+  PlanRow row = read_plan(q);
+  q.reset();
+  return row;
+}
+
 std::vector<PlanRow> list_plans(Database& database, const std::string& graph_digest) {
   auto& db = database.impl();
   detail::Statement q(db.db,

@@ -21,6 +21,7 @@
 #include "cli/validate_cmd.h"
 #include "costdb/plans.h"
 #include "planner/schedule.h"
+#include "common/error.h"
 #include "costdb/cost_model.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
@@ -294,21 +295,37 @@ TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsS
   args.db = db_path().string();
   std::ostringstream progress;
   const cli::ValidateOutcome o = cli::validate(args, progress);
-  ASSERT_TRUE(o.planned.result.schedule);
-  const auto sim = planner::simulate(o.planned.graph, *o.planned.result.schedule);
+  const auto sim = planner::simulate(o.graph, o.schedule);
   EXPECT_EQ(o.steps, sim.computes + sim.recomputes + sim.page_ins + sim.page_outs);
   EXPECT_GT(sim.page_outs, 0) << "the schedule should page at 50 %";
   EXPECT_EQ(o.steps_attributed, o.steps);
   // The simulated board spends each step's true cost with 3 % power jitter per step.
   EXPECT_NEAR(o.measured_energy_j, o.predicted_energy_j, 0.05 * o.predicted_energy_j);
   EXPECT_NEAR(o.measured_time_s, o.predicted_time_s, 0.005 * o.predicted_time_s);
-  auto db = costdb::Database::open(db_path());
-  const auto run = costdb::find_run(db, o.run_id);
-  ASSERT_TRUE(run);
-  EXPECT_EQ(run->spans, static_cast<uint64_t>(o.steps));
-  const auto plans = costdb::list_plans(db);
-  ASSERT_EQ(plans.size(), 1U);
-  EXPECT_EQ(plans[0].id, o.plan_id);
+  {
+    auto db = costdb::Database::open_read_only(db_path());
+    const auto run = costdb::find_run(db, o.run_id);
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->spans, static_cast<uint64_t>(o.steps));
+    const auto plans = costdb::list_plans(db);
+    ASSERT_EQ(plans.size(), 1U);
+    EXPECT_EQ(plans[0].id, o.plan_id);
+  }
+
+  // The stored plan can be validated again by id: same plan, a new run.
+  cli::ValidateArgs again;
+  again.db = db_path().string();
+  again.plan_id = o.plan_id;
+  const cli::ValidateOutcome o2 = cli::validate(again, progress);
+  EXPECT_EQ(o2.plan_id, o.plan_id);
+  EXPECT_NE(o2.run_id, o.run_id);
+  EXPECT_EQ(o2.steps, o.steps);
+  EXPECT_DOUBLE_EQ(o2.predicted_energy_j, o.predicted_energy_j);
+  auto db = costdb::Database::open_read_only(db_path());
+  EXPECT_EQ(costdb::list_plans(db).size(), 1U);
+  cli::ValidateArgs missing = again;
+  missing.plan_id = 999;
+  EXPECT_THROW(cli::validate(missing, progress), InputError);
 }
 
 TEST_F(RecordEndToEnd, MissingPortFailsWithOneClearLine) {
