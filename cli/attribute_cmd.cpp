@@ -51,6 +51,8 @@ AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
           a.windows.begin(), a.windows.end(), [](const auto& w) { return !w.covered; })),
   };
   costdb::replace_attribution(db, run_id, summary, r.rows);
+  r.paging_rows = costdb::rebuild_paging_costs(db, r.run.board_kind);
+  db.commit_batch();
   return r;
 }
 
@@ -72,9 +74,15 @@ void print_summary(const AttributedRun& r, std::ostream& out) {
   } else {
     out << "  clock: " << c.note << "\n";
   }
-  out << fmt::format("  idle {:.6g} W (+- {:.2g} W) from {} samples; {} flagged samples left out; {} op costs stored\n",
-                     a.idle_power_w, a.idle_power_sigma_w, a.idle_samples, a.samples_flagged,
-                     r.rows.size());
+  const std::string idle =
+      a.idle_samples == 0
+          ? std::string("idle power not measured (no idle windows or gaps): net equals gross")
+          : fmt::format("idle {:.6g} W (+- {:.2g} W) from {} samples", a.idle_power_w,
+                        a.idle_power_sigma_w, a.idle_samples);
+  out << fmt::format("  {}; {} flagged samples left out; {} op costs stored{}\n", idle,
+                     a.samples_flagged, r.rows.size(),
+                     r.paging_rows > 0 ? fmt::format(", {} paging costs of the board", r.paging_rows)
+                                       : std::string());
 }
 
 nlohmann::json to_json(const AttributedRun& r) {
@@ -139,6 +147,14 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
     out << fmt::format("  compute energy  = time x {:.4g} W (compute-bound) or {:.4g} W (memory-bound)   "
                        "(cross-validated error: median {:.1f} %, max {:.1f} %)\n",
                        p.compute_bound_w, p.memory_bound_w, 100 * p.cv_median, 100 * p.cv_max);
+    auto paging = [&](const char* what, const costdb::LinearFit& f, double power_w) {
+      out << fmt::format("  {:<15} = {:.4g} s + bytes / {:.4g} MB/s at {:.4g} W   (cross-validated "
+                         "error: median {:.1f} %, max {:.1f} %, {} sizes)\n",
+                         what, f.coef[0], f.coef[1] > 0 ? 1e-6 / f.coef[1] : 0.0, power_w,
+                         100 * f.cv_median, 100 * f.cv_max, f.rows);
+    };
+    paging("page-in time", m.pagein_time_fit(), m.pagein_power_w());
+    paging("page-out time", m.pageout_time_fit(), m.pageout_power_w());
     out << "  measured shapes are used as measured; the fit serves every other shape\n";
     return 0;
   }

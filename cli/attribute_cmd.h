@@ -17,10 +17,12 @@ struct AttributedRun {
   costdb::RunSummary run;
   profiler::Attribution attribution;
   std::vector<costdb::OpCostRow> rows;  ///< as written to op_costs
+  int paging_rows = 0;  ///< the board's paging_costs rows, rebuilt from all its runs
 };
 
-/// Attributes a run's spans and samples (profiler/attribution.h) and replaces its op_costs
-/// rows with the result. Throws InputError for an unknown run.
+/// Attributes a run's spans and samples (profiler/attribution.h), replaces its op_costs and
+/// run_attributions rows, and rebuilds its board's paging_costs. Throws InputError for an
+/// unknown run.
 AttributedRun attribute_run(costdb::Database& db, int64_t run_id);
 
 /// `ergon attribute`: every run given (all runs when none), a summary each (or JSON).

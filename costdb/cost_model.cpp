@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "costdb/database_impl.h"
 
 namespace ergon::costdb {
 namespace {
@@ -129,8 +130,13 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   const auto rows = list_op_costs(db, board, std::nullopt);
   for (const OpCostRow& r : rows) {
     if (r.op_kind.empty() || r.op_kind == "idle" || r.time_s <= 0) continue;
-    runs.insert(r.run_id);
-    idle.push_back((r.gross_energy_j - r.net_energy_j) / r.time_s);
+    // Windows of a profile plan span >= 50 samples; shorter ones (a schedule's steps, run
+    // once each) are too noisy to stand for their shape.
+    if (r.sample_count < kMinSamplesPerShape) continue;
+    if (runs.insert(r.run_id).second) {
+      const auto a = find_attribution(db, r.run_id);
+      if (a && a->idle_samples > 0) idle.push_back(a->idle_power_w);
+    }
     const uint64_t bytes = r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out;
     by_shape[{r.op_kind, static_cast<int>(r.phase), r.flops, bytes}].push_back(&r);
   }
@@ -262,6 +268,60 @@ MeasuredCosts::Cost MeasuredCosts::page_in(uint64_t bytes) const {
 
 MeasuredCosts::Cost MeasuredCosts::page_out(uint64_t bytes) const {
   return paging(profiler::Phase::kPageOut, bytes, pageout_time_, pageout_power_w_);
+}
+
+int rebuild_paging_costs(Database& database, const std::string& board_kind) {
+  // (direction, bytes) -> mean time and gross energy over the runs that measured it.
+  std::map<std::pair<int, uint64_t>, std::pair<double, double>> sums;
+  std::map<std::pair<int, uint64_t>, int> counts;
+  for (const OpCostRow& r : list_op_costs(database, board_kind, std::nullopt)) {
+    if (r.op_kind != "paging" || r.time_s <= 0) continue;
+    if (r.sample_count < MeasuredCosts::kMinSamplesPerShape) continue;
+    const std::pair<int, uint64_t> key{static_cast<int>(r.phase), r.bytes_in};
+    sums[key].first += r.time_s;
+    sums[key].second += r.gross_energy_j;
+    ++counts[key];
+  }
+  auto& db = database.impl();
+  if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
+  db.ensure_batch();
+  const std::string doing = "cannot store the paging costs of board " + board_kind;
+  detail::Statement board_id(db.db, "SELECT id FROM boards WHERE kind = ?1 ORDER BY id", db.path);
+  board_id.bind(1, std::string_view(board_kind));
+  std::vector<int64_t> boards;
+  while (board_id.step(doing)) boards.push_back(board_id.column_int64(0));
+  if (boards.empty()) return 0;
+  detail::Statement clear(db.db, "DELETE FROM paging_costs WHERE board_id = ?1", db.path);
+  for (int64_t id : boards) {
+    clear.bind(1, id);
+    clear.run(doing);
+  }
+  detail::Statement insert(
+      db.db,
+      "INSERT INTO paging_costs (board_id, storage, bytes, direction, latency_s, "
+      "bandwidth_bytes_per_s, energy_j_per_byte) VALUES (?1, 'default', ?2, ?3, ?4, ?5, ?6)",
+      db.path);
+  int written = 0;
+  for (const profiler::Phase phase : {profiler::Phase::kPageIn, profiler::Phase::kPageOut}) {
+    std::vector<std::array<double, 3>> rows;
+    for (const auto& [key, sum] : sums)
+      if (key.first == static_cast<int>(phase))
+        rows.push_back({static_cast<double>(key.second), 0, sum.first / counts[key]});
+    const auto fit = fit_non_negative(rows);
+    if (!fit || fit->coef[1] <= 0) continue;
+    for (const auto& [key, sum] : sums) {
+      if (key.first != static_cast<int>(phase)) continue;
+      insert.bind(1, boards.front());
+      insert.bind(2, key.second);
+      insert.bind(3, std::string_view(phase == profiler::Phase::kPageIn ? "in" : "out"));
+      insert.bind(4, fit->coef[0]);
+      insert.bind(5, 1 / fit->coef[1]);
+      insert.bind(6, sum.second / counts[key] / static_cast<double>(key.second));
+      insert.run(doing);
+      ++written;
+    }
+  }
+  return written;
 }
 
 }  // namespace ergon::costdb

@@ -34,6 +34,12 @@ struct LinearFit {
 
 enum class FitShape { kLinear, kRoofline };
 
+/// Rewrites the board's paging_costs rows (derived) from its attributed page-in and page-out
+/// costs in every run: one row per measured size and direction, with the latency and
+/// bandwidth of the direction's fit over all sizes and the energy per byte at that size.
+/// Directions with fewer than three sizes get no rows. Returns the rows written.
+int rebuild_paging_costs(Database& db, const std::string& board_kind);
+
 /// Fits rows (x1, x2, y); nullopt with fewer than 3 rows. The roofline fit alternates between
 /// assigning each row to the term that bounds it and refitting, until the assignment holds.
 std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>> rows,
@@ -45,6 +51,9 @@ std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>>
 /// (compute-bound ops draw more than memory-bound ones), or while paging.
 class MeasuredCosts {
  public:
+  /// Measurements over fewer samples than this (in all of a shape's windows) are left out.
+  static constexpr uint32_t kMinSamplesPerShape = 50;
+
   /// Every attributed op of board kind `board` in the database. Throws InputError when there
   /// are too few to fit (fewer than 3 compute ops, or no page-in or page-out of 2 sizes).
   static MeasuredCosts from_database(Database& db, const std::string& board);
@@ -60,7 +69,8 @@ class MeasuredCosts {
   /// Moving `bytes` to (page-out) or from (page-in) storage: latency + bytes / bandwidth.
   [[nodiscard]] Cost page_in(uint64_t bytes) const;
   [[nodiscard]] Cost page_out(uint64_t bytes) const;
-  /// Board power with nothing running, from the runs' idle measurements.
+  /// Board power with nothing running: the median over the runs that measured it (their idle
+  /// windows or gaps; a schedule run has neither).
   [[nodiscard]] double idle_power_w() const { return idle_power_w_; }
 
   /// Power while running, by what bounds the op, with the energy model's leave-one-out
@@ -74,6 +84,10 @@ class MeasuredCosts {
 
   [[nodiscard]] const LinearFit& compute_time_fit() const { return compute_time_; }
   [[nodiscard]] const PowerModel& compute_power() const { return compute_power_; }
+  [[nodiscard]] const LinearFit& pagein_time_fit() const { return pagein_time_; }
+  [[nodiscard]] const LinearFit& pageout_time_fit() const { return pageout_time_; }
+  [[nodiscard]] double pagein_power_w() const { return pagein_power_w_; }
+  [[nodiscard]] double pageout_power_w() const { return pageout_power_w_; }
   [[nodiscard]] int measured_ops() const { return static_cast<int>(rows_.size()); }
   [[nodiscard]] int runs() const { return runs_; }
 

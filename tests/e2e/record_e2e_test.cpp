@@ -247,10 +247,15 @@ TEST_F(RecordEndToEnd, MeasuredCostsPredictShapesTheBoardNeverRanAndThePlannerUs
   ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
   {
     auto db = costdb::Database::open(db_path());
-    cli::attribute_run(db, *outcomes[0].run_id);
+    // Three sizes each way: a paging_costs row per size and direction.
+    EXPECT_EQ(cli::attribute_run(db, *outcomes[0].run_id).paging_rows, 6);
   }
   auto db = costdb::Database::open_read_only(db_path());
   const auto costs = costdb::MeasuredCosts::from_database(db, "pi4");
+  EXPECT_NEAR(1 / costs.pagein_time_fit().coef[1], board.pagein_bytes_per_s,
+              0.01 * board.pagein_bytes_per_s);
+  EXPECT_NEAR(costs.pageout_time_fit().coef[0], board.pageout_latency_s,
+              0.05 * board.pageout_latency_s);
   EXPECT_LT(costs.compute_time_fit().cv_median, 0.02);
   EXPECT_NEAR(costs.idle_power_w(), board.idle_w, 0.01 * board.idle_w);
   // Layers of the zoo's MLP and ResNet, none of them in the profile plan: within 2 % of the
