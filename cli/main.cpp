@@ -13,7 +13,9 @@
 #include "cli/pareto_cmd.h"
 #include "cli/plan_cmd.h"
 #include "cli/validate_cmd.h"
+#include "cli/board_costs.h"
 #include "cli/record.h"
+#include "cli/step_plans.h"
 #include "common/error.h"
 #include "costdb/database.h"
 #include "devices/board_profile.h"
@@ -271,6 +273,14 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   rec_cmd->add_option("--baud", rec.baud, "serial baud rate")->capture_default_str();
   rec_cmd->add_option("--seed", rec.options.seed, "shuffles the plan order")->capture_default_str();
+  std::string rec_model;
+  int rec_batch = 1;
+  rec_cmd->add_option("--model", rec_model,
+                      "profile this zoo model's own layer shapes (see ergon models) instead of "
+                      "the board's default plan, so that planning it finds every node measured");
+  rec_cmd->add_option("--batch", rec_batch, "batch size of --model")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
 
   std::string runs_db = "ergon.db";
   auto* runs_cmd = app.add_subcommand("runs", "list the recorded runs");
@@ -441,6 +451,15 @@ int main(int argc, char** argv) {
     if (*sim_cmd) return run_sim(sim);
     if (*rec_cmd) {
       if (!rec_board.empty()) rec.options.expected_board = board_or_throw(rec_board);
+      if (!rec_model.empty()) {
+        // Shapes only: the costs the graph is built with do not matter here.
+        const auto shapes_board = rec.options.expected_board.value_or(board_or_throw("pi4"));
+        const auto graph = planner::build_training_graph(planner::zoo_model(rec_model, rec_batch),
+                                                         BoardProfileCosts(shapes_board));
+        rec.options.plan = model_profile_plan(graph, rec.options.seed);
+        std::cerr << fmt::format("profiling {} batch {}: {} plan entries\n", rec_model, rec_batch,
+                                 rec.options.plan->ops.size());
+      }
       if (rec_duration > 0) rec.options.duration_s = rec_duration;
       rec.options.loops = static_cast<uint16_t>(rec_loops >= 0 ? rec_loops
                                                 : rec_duration > 0 ? 0

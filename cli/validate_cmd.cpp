@@ -12,6 +12,7 @@
 #include "cli/attribute_cmd.h"
 #include "cli/pareto_cmd.h"
 #include "cli/record.h"
+#include "cli/step_plans.h"
 #include "common/error.h"
 #include "costdb/plans.h"
 #include "devices/board_profile.h"
@@ -19,51 +20,6 @@
 #include "planner/schedule.h"
 
 namespace ergon::cli {
-namespace {
-
-/// The op kind a board runs a node as; kinds the wire has no code for run as generic work
-/// (the board only needs FLOPs and bytes to execute them).
-profiler::OpKind kind_of(const std::string& op) {
-  if (op == "conv2d") return profiler::OpKind::kConv2d;
-  if (op == "relu") return profiler::OpKind::kRelu;
-  if (op == "maxpool") return profiler::OpKind::kMaxPool;
-  if (op == "add") return profiler::OpKind::kAdd;
-  return profiler::OpKind::kLinear;
-}
-
-/// One plan entry per compute and transfer of the schedule, in order; op ids are step
-/// numbers (a node recomputed twice is two entries).
-devices::ProfilePlan schedule_plan(const planner::TrainingGraph& g, const planner::Schedule& s) {
-  devices::ProfilePlan plan;
-  plan.min_window_us = 0;  // each step once, however short
-  std::vector<char> computed(g.nodes.size(), 0);
-  for (const planner::Step& step : s.steps) {
-    if (step.kind == planner::StepKind::kFree) continue;
-    const auto& node = g.nodes[static_cast<std::size_t>(step.node)];
-    devices::PlannedOp op;
-    op.op_id = static_cast<uint32_t>(plan.ops.size());
-    op.windows = 1;
-    op.idle_after_us = 0;
-    if (step.kind == planner::StepKind::kCompute) {
-      op.shape.kind = kind_of(node.op);
-      op.shape.flops = node.flops;
-      op.shape.bytes_in = node.bytes_touched;
-      char& seen = computed[static_cast<std::size_t>(step.node)];
-      op.phase = seen != 0 ? profiler::Phase::kRecompute
-                 : node.phase == planner::NodePhase::kForward ? profiler::Phase::kForward
-                                                               : profiler::Phase::kBackward;
-      seen = 1;
-    } else {
-      op.shape = profiler::paging(static_cast<uint32_t>(node.output_bytes));
-      op.phase = step.kind == planner::StepKind::kPageIn ? profiler::Phase::kPageIn
-                                                          : profiler::Phase::kPageOut;
-    }
-    plan.ops.push_back(op);
-  }
-  return plan;
-}
-
-}  // namespace
 
 ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   ValidateOutcome o;

@@ -17,7 +17,10 @@
 
 #include "cli/attribute_cmd.h"
 #include "cli/record.h"
+#include "cli/board_costs.h"
 #include "cli/plan_cmd.h"
+#include "cli/step_plans.h"
+#include "planner/zoo.h"
 #include "cli/validate_cmd.h"
 #include "costdb/plans.h"
 #include "planner/schedule.h"
@@ -331,6 +334,39 @@ TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsS
   cli::ValidateArgs missing = again;
   missing.plan_id = 999;
   EXPECT_THROW(cli::validate(missing, progress), InputError);
+}
+
+TEST_F(RecordEndToEnd, ProfilingAModelsOwnShapesMeasuresEveryNodeThePlannerCosts) {
+  const auto board = *devices::find_board("pi4");
+  const auto graph =
+      planner::build_training_graph(planner::zoo_model("mlp", 1), cli::BoardProfileCosts(board));
+  auto sim = devices::SimServer::open_pty(board, unpaced(9));
+  sim->start();
+  cli::RecordRequest req;
+  req.ports = {sim->link_name()};
+  req.db_path = db_path();
+  req.options.plan = cli::model_profile_plan(graph, 1);
+  std::ostringstream out;
+  std::atomic<int> interrupts{0};
+  const auto outcomes = cli::record_boards(req, out, interrupts);
+  sim->stop();
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+  {
+    auto db = costdb::Database::open(db_path());
+    cli::attribute_run(db, *outcomes[0].run_id);
+  }
+  auto db = costdb::Database::open_read_only(db_path());
+  const auto costs = costdb::MeasuredCosts::from_database(db, "pi4");
+  int nodes = 0;
+  for (const auto& node : graph.nodes) {
+    if (node.flops == 0 && node.bytes_touched == 0) continue;
+    const auto c = costs.compute(node.flops, node.bytes_touched);
+    EXPECT_TRUE(c.measured) << node.name;
+    const auto truth = devices::compute_truth(board, node.flops, node.bytes_touched);
+    EXPECT_NEAR(c.time_s, truth.time_s, 0.01 * truth.time_s) << node.name;
+    ++nodes;
+  }
+  EXPECT_EQ(nodes, graph.size());
 }
 
 TEST_F(RecordEndToEnd, MissingPortFailsWithOneClearLine) {
