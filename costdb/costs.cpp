@@ -133,7 +133,7 @@ void replace_attribution(Database& database, int64_t run_id, const RunAttributio
     insert.bind(9, static_cast<int64_t>(r.sample_count));
     insert.run(doing);
   }
-  database.commit_batch();
+  
 }
 
 std::optional<RunAttributionRow> find_attribution(Database& database, int64_t run_id) {

@@ -65,8 +65,8 @@ struct RunAttributionRow {
 };
 
 /// Replaces the run's rows of op_costs with `rows`, and its run_attributions row with
-/// `summary`, in one transaction: re-attributing a run gives the same tables, never
-/// duplicates.
+/// `summary`, in the current batch (commit it to make them durable): re-attributing a run
+/// gives the same tables, never duplicates.
 void replace_attribution(Database& db, int64_t run_id, const RunAttributionRow& summary,
                          std::span<const OpCostRow> rows);
 

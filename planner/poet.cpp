@@ -64,9 +64,9 @@ class PoetModel {
       }
     };
     const bool total = objective_ == Objective::kTotal;
+    const StagePlanCosts costs = evaluate_stage_plan(g_, p, objective_);
     for (int t = 0; t < n_; ++t) {
       double u = 0;
-      double compute_s = 0, transfer_s = 0, late_s = 0;
       for (int i = 0; i <= t; ++i) {
         set(r_[t][i], p.compute[t][i]);
         set(sram_[t][i], p.ram[t][i]);
@@ -74,18 +74,11 @@ class PoetModel {
         set(min_[t][i], p.page_in[t][i]);
         set(min_late_[t][i], p.page_in_late[t][i]);
         set(mout_[t][i], p.page_out[t][i]);
-        if (i == t) continue;
-        const auto& node = g_.nodes[i];
-        if (p.ram[t][i] || (total && p.page_in[t][i])) u += static_cast<double>(node.output_bytes);
-        if (p.page_in[t][i]) transfer_s += node.pagein_time_s;
-        if (p.page_in_late[t][i]) late_s += node.pagein_time_s;
-        if (p.page_out[t][i]) transfer_s += node.pageout_time_s;
+        if (i < t && (p.ram[t][i] || (total && p.page_in[t][i])))
+          u += static_cast<double>(g_.nodes[i].output_bytes);
       }
       for (int k = 0; k <= t; ++k) {
-        if (p.compute[t][k]) {
-          u += static_cast<double>(g_.nodes[k].output_bytes);
-          compute_s += g_.nodes[k].time_s;
-        }
+        if (p.compute[t][k]) u += static_cast<double>(g_.nodes[k].output_bytes);
         x[u_[t][k]] = u * mem_scale_;
         if (u * mem_scale_ > 1 + 1e-9) return std::nullopt;
         for (const auto& [i, col] : free_[t][k]) {
@@ -94,11 +87,9 @@ class PoetModel {
           u -= static_cast<double>(g_.nodes[i].output_bytes);
         }
       }
-      if (duration_[t] != kNone)
-        x[duration_[t]] = (std::max(compute_s, transfer_s) + late_s) * time_scale_;
+      if (duration_[t] != kNone) x[duration_[t]] = costs.stage_time_s[t] * time_scale_;
     }
-    const double time_s = evaluate_stage_plan(g_, p, objective_).deadline_time_s;
-    if (!representable || time_s > req.deadline_s * (1 + 1e-9)) return std::nullopt;
+    if (!representable || costs.deadline_time_s > req.deadline_s * (1 + 1e-9)) return std::nullopt;
     return x;
   }
 

@@ -74,6 +74,7 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
   };
   StagePlanCosts c;
   c.stage_peak_bytes.assign(n, 0);
+  c.stage_time_s.assign(n, 0);
   for (int t = 0; t < n; ++t) {
     int64_t u = 0;
     double stage_compute_s = 0, stage_transfer_s = 0, stage_late_s = 0;
@@ -108,7 +109,8 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
     }
     c.compute_time_s += stage_compute_s;
     // Late page-ins start once the stage's computes and transfers are done.
-    c.makespan_s += std::max(stage_compute_s, stage_transfer_s) + stage_late_s;
+    c.stage_time_s[t] = std::max(stage_compute_s, stage_transfer_s) + stage_late_s;
+    c.makespan_s += c.stage_time_s[t];
     c.stage_peak_bytes[t] = static_cast<uint64_t>(peak);
     c.peak_bytes = std::max(c.peak_bytes, c.stage_peak_bytes[t]);
   }

@@ -44,6 +44,8 @@ struct StagePlanCosts {
   /// under kTotal from the stage that pages it in, and an output paged out stays all stage.
   uint64_t peak_bytes = 0;
   std::vector<uint64_t> stage_peak_bytes;
+  /// Each stage's share of makespan_s: max(compute, transfers) + late page-ins.
+  std::vector<double> stage_time_s;
 };
 
 /// Empty when `plan` obeys the model's rules: each stage computes its own node last; every
