@@ -1,5 +1,6 @@
 #include "planner/poet.h"
 
+#include "planner/bounds.h"
 #include "planner/stage_plan.h"
 
 #include <algorithm>
@@ -94,6 +95,7 @@ class PoetModel {
   }
 
   int binary(double obj = 0) { return m_.add_var(0, 1, obj, MilpModel::VarType::kBinary); }
+  int continuous01() { return m_.add_var(0, 1, 0, MilpModel::VarType::kContinuous); }
 
   void row(std::vector<std::pair<int, double>> terms, double lo, double hi) {
     std::vector<int> idx;
@@ -142,8 +144,8 @@ class PoetModel {
       for (int k = 0; k <= t; ++k) u_[t][k] = m_.add_var(0, 1, 0, MilpModel::VarType::kContinuous);
       for (int k = 0; k <= t; ++k) {
         // Free[t,(i,k)] for each input i of k, and k's self-edge (Checkmate).
-        for (int i : inputs_[k]) free_[t][k].emplace_back(i, binary());
-        free_[t][k].emplace_back(k, binary());
+        for (int i : inputs_[k]) free_[t][k].emplace_back(i, continuous01());
+        free_[t][k].emplace_back(k, continuous01());
       }
     }
 
@@ -185,26 +187,19 @@ class PoetModel {
         for (const auto& [i, col] : free_[t][k]) terms.emplace_back(col, m(i));
         row(terms, 0, 0);
       }
-      // Free[t,(i,k)] = R[t,k] (1 - S_RAM[t+1,i]) prod_{users j > k of i} (1 - R[t,j]),
-      // linearized with the hazard count h: Free >= 1 - h and kappa (1 - Free) >= h.
+      // Free[t,(i,k)] = R[t,k] (1 - S_RAM[t+1,i]) prod_{users j > k of i} (1 - R[t,j]).
+      // Freeing only ever lowers memory, so Free needs no lower bound: a continuous Free
+      // below each factor (Free <= R[t,k], Free <= 1 - S_RAM[t+1,i], Free <= 1 - R[t,j])
+      // takes the product's value at an optimum. This is tighter than Checkmate's aggregated
+      // linearization (kappa (1 - Free) >= sum of hazards) and needs no binaries.
       for (int k = 0; k <= t; ++k) {
         for (const auto& [i, col] : free_[t][k]) {
-          std::vector<std::pair<int, double>> hazards = {{r_[t][k], -1}};  // (1 - R) -> const 1
-          double constant = 1;
-          if (t + 1 < n_) hazards.emplace_back(sram_[t + 1][i], 1);
+          row({{col, 1}, {r_[t][k], -1}}, -kInf, 0);
+          if (t + 1 < n_) row({{col, 1}, {sram_[t + 1][i], 1}}, -kInf, 1);
           // kTotal: an output being paged out stays until the stage ends.
-          if (total && i < t) hazards.emplace_back(mout_[t][i], 1);
+          if (total && i < t) row({{col, 1}, {mout_[t][i], 1}}, -kInf, 1);
           for (int j : users_[i])
-            if (j > k && j <= t) hazards.emplace_back(r_[t][j], 1);
-          const double kappa = static_cast<double>(hazards.size());
-          // 1 - Free <= constant + sum(h)  ->  -Free - sum(h) <= constant - 1
-          std::vector<std::pair<int, double>> a = {{col, -1}};
-          for (const auto& [c, v] : hazards) a.emplace_back(c, -v);
-          row(a, -kInf, constant - 1);
-          // kappa (1 - Free) >= constant + sum(h)  ->  -kappa Free - sum(h) >= constant - kappa
-          std::vector<std::pair<int, double>> b = {{col, -kappa}};
-          for (const auto& [c, v] : hazards) b.emplace_back(c, -v);
-          row(b, constant - kappa, kInf);
+            if (j > k && j <= t) row({{col, 1}, {r_[t][j], 1}}, -kInf, 1);
         }
       }
     }
@@ -364,15 +359,21 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   // From here on the budget is what activations may use; messages speak of the user's.
   const PlanRequest req = for_activations(graph, request);
   const uint64_t user_budget_bytes = request.budget_bytes;
-  // The greedy plan often proves itself: within the gap of one pass's energy, no solver is
+  // The greedy plan often proves itself against the memory bound (one pass plus the
+  // cheapest way to make up the worst shortfall, planner/bounds.h): then no solver is
   // needed (store-all, whenever it fits, is exactly optimal). Otherwise it is the solver's
   // warm start and what is returned if the solver finds nothing better.
-  // Local search gets a fifth of the time limit (within 0.2 to 10 s).
+  // Local search gets a fifth of the time limit (within 0.2 to 10 s), and stops once the
+  // bound proves the gap.
+  const double memory_bound_j =
+      memory_lower_bound_j(graph, req.budget_bytes, req.objective, req.allowed);
+  const double good_enough_j =
+      req.relative_gap < 1 ? memory_bound_j / (1 - req.relative_gap) : memory_bound_j;
   std::optional<StagePlan> heuristic =
       greedy_stage_plan(graph, req.budget_bytes, req.deadline_s, req.allowed,
-                        std::clamp(req.time_limit_s / 5, 0.2, 10.0), req.objective);
+                        std::clamp(req.time_limit_s / 5, 0.2, 10.0), req.objective, good_enough_j);
   if (heuristic) {
-    claim(graph, *heuristic, 0, req, result);
+    claim(graph, *heuristic, memory_bound_j, req, result);
     if (result.status == ModelStatus::kOptimal) {
       result.solve_time_s = seconds_since(start);
       return result;
@@ -388,7 +389,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
 
   // The LP relaxation's optimum is a bound that often proves the heuristic within the gap;
   // CBC's own root solve on large models spends its whole limit in preprocessing first.
-  double lp_bound_j = 0;
+  double bound_j = memory_bound_j;  // the best lower bound known so far
   const RelaxationResult lp =
       solver.solve_relaxation(model, std::max(1.0, req.time_limit_s - seconds_since(start)));
   if (lp.infeasible) {
@@ -399,9 +400,9 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     result.solve_time_s = seconds_since(start);
     return result;
   }
-  if (lp.optimal) lp_bound_j = lp.objective / poet.energy_scale();
+  if (lp.optimal) bound_j = std::max(bound_j, lp.objective / poet.energy_scale());
   if (heuristic) {
-    claim(graph, *heuristic, lp_bound_j, req, result);
+    claim(graph, *heuristic, bound_j, req, result);
     if (result.status == ModelStatus::kOptimal) {
       result.solve_time_s = seconds_since(start);
       return result;
@@ -452,7 +453,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   }
   if (!solved.has_solution()) {
     result.status = solved.model;
-    result.bound_j = solved.bound / scale;
+    result.bound_j = std::max(solved.bound / scale, bound_j);
     if (solved.model == ModelStatus::kInfeasible) {
       result.why = "no schedule fits a budget of " + human_bytes(user_budget_bytes) +
                    " and the deadline together; loosen either";
@@ -477,7 +478,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   }
   const StagePlan plan = poet.plan_from(solved.x);
   assert(check_stage_plan(graph, plan).empty());
-  claim(graph, plan, std::max(solved.bound / scale, lp_bound_j), req, result);
+  claim(graph, plan, std::max(solved.bound / scale, bound_j), req, result);
   return result;
 }
 

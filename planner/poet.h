@@ -57,10 +57,12 @@ struct PlanResult {
 
 /// POET's MILP (Patil et al., ICML 2022), exactly as DESIGN.md states it, on top of
 /// Checkmate's rematerialization model: T = n stages, stage t ends with node t computed;
-/// binaries R (compute), S_RAM / S_SSD (resident at stage start), M_in / M_out (paging),
-/// Free (per stage and edge, including each node's self-edge as in Checkmate); continuous U
-/// (memory after each node of a stage). Variables that must be zero are not created.
-/// Minimizes compute + paging energy subject to memory <= budget and compute time <= deadline.
+/// binaries R (compute), S_RAM / S_SSD (resident at stage start), M_in / M_out (paging);
+/// continuous Free (per stage and edge, including each node's self-edge as in Checkmate,
+/// bounded by each factor of its product) and U (memory after each node of a stage).
+/// Variables that must be zero are not created. Minimizes compute + paging energy subject to
+/// memory <= budget and compute time <= deadline. The memory bound (planner/bounds.h) often
+/// proves the greedy stage plan within the gap, and then no model is built.
 PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver);
 
 /// The POET model of a request, the warm start plan_poet gives the solver (store-all, when it

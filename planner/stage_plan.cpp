@@ -203,9 +203,9 @@ struct State {
 class Greedy {
  public:
   Greedy(const TrainingGraph& g, uint64_t budget_bytes, double deadline_s, AllowedMoves allowed,
-         double search_time_s, Objective objective)
+         double search_time_s, Objective objective, double good_enough_j)
       : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget_bytes),
-        deadline_(deadline_s), objective_(objective),
+        deadline_(deadline_s), objective_(objective), good_enough_j_(good_enough_j),
         stop_at_(std::chrono::steady_clock::now() +
                  std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                      std::chrono::duration<double>(search_time_s))) {
@@ -285,7 +285,7 @@ class Greedy {
   /// first change that lowers the energy and still fits is kept, until none does or the
   /// time is up. Undo-and-repair escapes the greedy's early, myopic choices.
   void improve(State& s) const {
-    while (std::chrono::steady_clock::now() < stop_at_) {
+    while (std::chrono::steady_clock::now() < stop_at_ && s.costs.energy_j > good_enough_j_) {
       bool improved = false;
       for (const Gap& gap : s.gaps) {
         if (gap.used == kCarry) continue;
@@ -421,6 +421,7 @@ class Greedy {
   uint64_t budget_;
   double deadline_;
   Objective objective_;
+  double good_enough_j_;  ///< local search stops at or below this energy
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
   std::chrono::steady_clock::time_point stop_at_;  ///< when local search gives up
 };
@@ -429,10 +430,12 @@ class Greedy {
 
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
                                            double deadline_s, AllowedMoves allowed,
-                                           double search_time_s, Objective objective) {
+                                           double search_time_s, Objective objective,
+                                           double good_enough_j) {
   if (graph.size() == 0) return std::nullopt;
   std::optional<StagePlan> plan =
-      Greedy(graph, budget_bytes, deadline_s, allowed, search_time_s, objective).run();
+      Greedy(graph, budget_bytes, deadline_s, allowed, search_time_s, objective, good_enough_j)
+          .run();
   assert(!plan || check_stage_plan(graph, *plan).empty());
   return plan;
 }

@@ -76,12 +76,13 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan,
 /// either by recomputing it where it is needed (with whatever it needs that is not resident)
 /// or by paging it out and back in, until every stage fits `budget_bytes`; then undoes each
 /// change that is no longer needed, and searches locally (each change swapped for another,
-/// or undone and the excess repaired) for up to `search_time_s`. Measures plans as
-/// `objective` does, deadline included. nullopt when it finds no plan, which does not prove
-/// that none exists.
+/// or undone and the excess repaired) for up to `search_time_s`, or until the plan's energy
+/// is at most `good_enough_j`. Measures plans as `objective` does, deadline included.
+/// nullopt when it finds no plan, which does not prove that none exists.
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
                                            double deadline_s, AllowedMoves allowed = {},
                                            double search_time_s = 5,
-                                           Objective objective = Objective::kPoet);
+                                           Objective objective = Objective::kPoet,
+                                           double good_enough_j = 0);
 
 }  // namespace ergon::planner

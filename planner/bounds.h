@@ -1,0 +1,25 @@
+#pragma once
+
+#include <cstdint>
+
+#include "planner/graph.h"
+#include "planner/schedule.h"
+#include "planner/stage_plan.h"
+
+namespace ergon::planner {
+
+/// A lower bound on the energy of any schedule of `graph` within `budget_bytes` of
+/// activation memory, as `objective` measures it: one pass, plus, at the stage where memory
+/// is shortest, the cheapest way to make up the shortfall.
+///
+/// Why it holds: when node t is computed, its inputs and output are in memory, and so is
+/// every earlier output a later node still needs unless it is re-created afterwards, by
+/// recomputing it (its compute cost again) or by paging it back in (a page-out and a
+/// page-in). Those are distinct extra actions for distinct tensors, so the outputs missing at
+/// that moment cost at least a fractional knapsack over their sizes; the bound is the largest
+/// such knapsack over all t. It takes microseconds and, unlike the MILP's LP relaxation, does
+/// not weaken when recomputation is fractional.
+double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
+                            Objective objective = Objective::kPoet, AllowedMoves allowed = {});
+
+}  // namespace ergon::planner

@@ -1,0 +1,93 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "brute_force.h"
+#include "planner/bounds.h"
+#include "planner/graph.h"
+#include "planner/poet.h"
+#include "planner/zoo.h"
+#include "test_graphs.h"
+
+namespace ergon::planner {
+namespace {
+
+using testing::BruteForce;
+using testing::CostsWithIdle;
+using testing::LinearCosts;
+using testing::random_forward;
+
+constexpr double kNoDeadline = std::numeric_limits<double>::infinity();
+
+// A bound above the true optimum would let the planner call a poor schedule optimal.
+TEST(MemoryBound, NeverExceedsTheExhaustiveOptimumOnRandomGraphs) {
+  int binding = 0;  // cases where the bound says more than one pass does
+  for (uint32_t seed = 1; seed <= 24; ++seed) {
+    for (Objective objective : {Objective::kPoet, Objective::kTotal}) {
+      const auto g = objective == Objective::kPoet
+                         ? build_training_graph(random_forward(3, seed, seed % 2 == 0), LinearCosts())
+                         : build_training_graph(random_forward(3, seed, seed % 2 == 0), CostsWithIdle());
+      const uint64_t lo = g.min_working_set_bytes();
+      const uint64_t hi = g.store_all_peak_bytes();
+      for (int step = 0; step <= 6; ++step) {
+        const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 6;
+        const double truth = BruteForce(g, budget, kNoDeadline, objective).min_energy();
+        if (std::isinf(truth)) continue;
+        const double bound = memory_lower_bound_j(g, budget, objective);
+        SCOPED_TRACE("seed " + std::to_string(seed) + " budget " + std::to_string(budget));
+        EXPECT_LE(bound, truth * (1 + 1e-9));
+        if (bound > g.single_pass_energy_j() * (1 + 1e-6)) ++binding;
+      }
+    }
+  }
+  EXPECT_GE(binding, 20);
+}
+
+// Larger graphs than exhaustive search reaches: the MILP's proven optimum is the truth, for
+// each set of allowed moves (POET, Checkmate-style recompute only, paging only).
+TEST(MemoryBound, NeverExceedsTheMilpOptimumForAnySetOfMoves) {
+  auto solver = make_cbc_solver();
+  int binding = 0;
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    const auto g = build_training_graph(random_forward(5, seed, true), LinearCosts());
+    const uint64_t lo = g.min_working_set_bytes();
+    const uint64_t hi = g.store_all_peak_bytes();
+    for (AllowedMoves allowed : {AllowedMoves{true, true}, AllowedMoves{true, false},
+                                 AllowedMoves{false, true}}) {
+      for (int step = 1; step <= 3; ++step) {
+        PlanRequest req;
+        req.budget_bytes = lo + (hi - lo) * static_cast<uint64_t>(step) / 4;
+        req.deadline_s = kNoDeadline;
+        req.relative_gap = 1e-7;
+        req.allowed = allowed;
+        const PlanResult r = plan_poet(g, req, *solver);
+        if (r.status != ModelStatus::kOptimal) continue;
+        const double bound = memory_lower_bound_j(g, req.budget_bytes, Objective::kPoet, allowed);
+        SCOPED_TRACE("seed " + std::to_string(seed) + " budget " + std::to_string(req.budget_bytes));
+        EXPECT_LE(bound, r.objective_j * (1 + 1e-6));
+        if (bound > g.single_pass_energy_j() * (1 + 1e-6)) ++binding;
+      }
+    }
+  }
+  EXPECT_GE(binding, 10);
+}
+
+TEST(MemoryBound, IsOnePassWhenStoreAllFits) {
+  const auto g = build_training_graph(random_forward(6, 3, true), LinearCosts());
+  EXPECT_DOUBLE_EQ(memory_lower_bound_j(g, g.store_all_peak_bytes()), g.single_pass_energy_j());
+}
+
+TEST(MemoryBound, RisesAsTheBudgetFalls) {
+  const auto g = build_training_graph(zoo_model("mlp", 1), LinearCosts());
+  double previous = 0;
+  for (int percent = 100; percent >= 40; percent -= 10) {
+    const double bound = memory_lower_bound_j(g, g.store_all_peak_bytes() * percent / 100);
+    EXPECT_GE(bound, previous) << percent << " %";
+    previous = bound;
+  }
+  EXPECT_GT(previous, g.single_pass_energy_j());
+}
+
+}  // namespace
+}  // namespace ergon::planner
