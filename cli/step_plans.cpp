@@ -42,6 +42,9 @@ devices::ProfilePlan schedule_plan(const planner::TrainingGraph& g, const planne
     }
     plan.ops.push_back(op);
   }
+  // In a training loop the first step follows the previous iteration, not an idle board: one
+  // untimed run of it takes the cold start. The steps after it run back to back.
+  if (!plan.ops.empty()) plan.ops.front().warmup_reps = 1;
   return plan;
 }
 
@@ -64,6 +67,7 @@ devices::ProfilePlan model_profile_plan(const planner::TrainingGraph& g, uint32_
     op.shape.bytes_in = node->bytes_touched;
     op.phase = std::get<0>(key) == 0 ? profiler::Phase::kForward : profiler::Phase::kBackward;
     op.idle_after_us = kIdleUs / 4;
+    op.warmup_reps = 1;  // each window follows an idle gap: one untimed run absorbs the cold start
     ops.push_back(op);
   }
   std::sort(sizes.begin(), sizes.end());
@@ -81,6 +85,7 @@ devices::ProfilePlan model_profile_plan(const planner::TrainingGraph& g, uint32_
       op.shape = profiler::paging(static_cast<uint32_t>(std::min<uint64_t>(bytes, UINT32_MAX)));
       op.phase = phase;
       op.idle_after_us = kIdleUs / 4;
+      op.warmup_reps = 1;
       ops.push_back(op);
     }
   }

@@ -29,6 +29,7 @@ std::vector<BoardProfile> make_profiles() {
   tx2.pagein_latency_s = 0.54e-3;
   tx2.pageout_bytes_per_s = 94.4e6;
   tx2.pageout_latency_s = 2.4e-3;
+  tx2.cold_start_penalty = 0.30;
   tx2.clock_drift_ppm = 18;
   tx2.power_jitter = 0.03;
   tx2.shunt_noise_v = 20e-6;
@@ -54,6 +55,7 @@ std::vector<BoardProfile> make_profiles() {
   pi4.pagein_latency_s = 0.2e-3;
   pi4.pageout_bytes_per_s = 24.5e6;
   pi4.pageout_latency_s = 0.3e-3;
+  pi4.cold_start_penalty = 0.25;
   pi4.clock_drift_ppm = -32;
   pi4.power_jitter = 0.03;
   pi4.shunt_noise_v = 20e-6;
@@ -79,6 +81,7 @@ std::vector<BoardProfile> make_profiles() {
   nrf.pagein_latency_s = 0.109e-3;
   nrf.pageout_bytes_per_s = 4.4e6;
   nrf.pageout_latency_s = 0.113e-3;
+  nrf.cold_start_penalty = 0.05;
   nrf.clock_drift_ppm = 40;
   nrf.power_jitter = 0.02;
   nrf.shunt_noise_v = 10e-6;
@@ -104,6 +107,7 @@ std::vector<BoardProfile> make_profiles() {
   mkr.pagein_latency_s = 0.109e-3;
   mkr.pageout_bytes_per_s = 4.4e6;
   mkr.pageout_latency_s = 0.113e-3;
+  mkr.cold_start_penalty = 0.05;
   mkr.clock_drift_ppm = -55;
   mkr.power_jitter = 0.02;
   mkr.shunt_noise_v = 10e-6;

@@ -37,6 +37,9 @@ struct BoardProfile {
   double pageout_bytes_per_s = 0;
   double pageout_latency_s = 0;
 
+  /// The first op run after an idle gap (or at the start of a run) takes this fraction
+  /// longer (clocks ramping up, caches cold): what a profile plan's warm-up runs absorb.
+  double cold_start_penalty = 0;
   double clock_drift_ppm = 0;    ///< device clock error against true time
   double power_jitter = 0;       ///< relative spread of true power between windows
   double shunt_noise_v = 0;      ///< sensor noise (1 sigma) on the shunt voltage

@@ -81,8 +81,12 @@ ProfilePlan default_profile_plan(const BoardProfile& board, uint32_t seed) {
                                               .shape = profiler::idle(idle_us),
                                               .phase = Phase::kIdle,
                                               .windows = 1});
-  for (auto& op : plan.ops)
-    if (op.phase != Phase::kIdle) op.idle_after_us = idle_us / 4;
+  // Each window follows an idle gap, so one untimed run first takes the cold-start cost.
+  for (auto& op : plan.ops) {
+    if (op.phase == Phase::kIdle) continue;
+    op.idle_after_us = idle_us / 4;
+    op.warmup_reps = 1;
+  }
   return plan;
 }
 
@@ -98,6 +102,7 @@ protocol::PlanOp to_wire(const PlannedOp& op) {
   w.bytes_out = op.shape.bytes_out;
   w.windows = op.windows;
   w.idle_after_us = op.idle_after_us;
+  w.warmup_reps = op.warmup_reps;
   return w;
 }
 
@@ -115,6 +120,7 @@ bool from_wire(const protocol::PlanOp& wire, PlannedOp& out) {
   out.phase = *phase;
   out.windows = wire.windows;
   out.idle_after_us = wire.idle_after_us;
+  out.warmup_reps = wire.warmup_reps;
   return true;
 }
 

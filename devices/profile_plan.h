@@ -16,6 +16,9 @@ struct PlannedOp {
   profiler::Phase phase = profiler::Phase::kForward;
   uint16_t windows = 3;
   uint32_t idle_after_us = 0;
+  /// Untimed runs before each window: the first run after an idle gap is slower (clocks
+  /// ramping up, cold caches), and would bias windows of few repetitions.
+  uint16_t warmup_reps = 0;
 };
 
 struct ProfilePlan {

@@ -163,6 +163,8 @@ void SimBoard::start_run(const proto::Start& start, int64_t now_ns, std::vector<
   op_index_ = 0;
   window_ = 0;
   in_gap_ = false;
+  warmed_up_ = false;
+  cold_ = true;
   loop_ = 0;
   runs_.push_back(SimRunStats{.run_tag = start.run_tag});
   cursor_ns_ = std::max(cursor_ns_, now_ns);
@@ -183,20 +185,34 @@ bool SimBoard::next_segment(int64_t begin_ns) {
     s.phase = Phase::kIdle;
     s.power_w = board_.idle_w;
     s.end_ns = begin_ns + int64_t{op.idle_after_us} * 1000;
+    cold_ = true;
   } else {
+    const bool idle = op.shape.kind == profiler::OpKind::kIdle;
     const OpTruth truth = op_truth(board_, op.shape, op.phase);
     const double min_window_s = start_.min_window_us * 1e-6;
-    const auto reps = op.shape.kind == profiler::OpKind::kIdle
-                          ? 1U
-                          : static_cast<uint32_t>(std::max(1.0, std::ceil(min_window_s / truth.time_s)));
+    const auto reps = idle ? 1U
+                           : static_cast<uint32_t>(
+                                 std::max(1.0, std::ceil(min_window_s / truth.time_s)));
     std::normal_distribution<double> jitter(1.0, board_.power_jitter);
     const double dynamic_w = truth.power_w - board_.idle_w;
-    s.is_span = true;
-    s.op_id = op.op_id;
     s.phase = op.phase;
-    s.repetitions = reps;
     s.power_w = board_.idle_w + std::max(0.0, dynamic_w * jitter(rng_));
-    s.end_ns = begin_ns + std::max<int64_t>(1, std::llround(truth.time_s * reps * 1e9));
+    // The first run after a gap is slower; warm-up runs, when the plan asks for them, take
+    // that penalty before the window opens.
+    const double cold_runs = cold_ && !idle ? board_.cold_start_penalty : 0.0;
+    double runs = 0;
+    if (!warmed_up_ && op.warmup_reps > 0 && !idle) {
+      s.is_warmup = true;
+      runs = op.warmup_reps + cold_runs;
+      warmed_up_ = true;
+    } else {
+      s.is_span = true;
+      s.op_id = op.op_id;
+      s.repetitions = reps;
+      runs = reps + cold_runs;
+    }
+    s.end_ns = begin_ns + std::max<int64_t>(1, std::llround(truth.time_s * runs * 1e9));
+    cold_ = idle;
   }
   segment_ = s;
   return true;
@@ -217,6 +233,10 @@ void SimBoard::advance_to(int64_t t_ns, std::vector<uint8_t>& out) {
 
 void SimBoard::finish_segment(std::vector<uint8_t>& out) {
   const Segment s = segment_;
+  if (s.is_warmup) {
+    warmup_ns_ += s.end_ns - s.begin_ns;
+    warmup_energy_j_ += s.power_w * static_cast<double>(s.end_ns - s.begin_ns) * 1e-9;
+  }
   if (s.is_span) {
     proto::OpSpanMsg span;
     span.op_id = s.op_id;
@@ -243,12 +263,16 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
                       .frame_intact = intact});
   }
 
-  // Advance the plan cursor: window -> gap -> next window ... -> next op -> next loop.
+  // Advance the plan cursor: (warm-up ->) window -> gap -> next window ... -> next op -> next
+  // loop.
   const PlannedOp& op = plan_[op_index_];
-  if (!in_gap_ && op.idle_after_us > 0) {
+  if (s.is_warmup) {
+    // the window itself comes next
+  } else if (!in_gap_ && op.idle_after_us > 0) {
     in_gap_ = true;
   } else {
     in_gap_ = false;
+    warmed_up_ = false;
     if (++window_ >= op.windows) {
       window_ = 0;
       if (++op_index_ >= plan_.size()) {

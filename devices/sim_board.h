@@ -64,6 +64,9 @@ class SimBoard {
   [[nodiscard]] int64_t cursor_ns() const { return cursor_ns_; }
   [[nodiscard]] uint64_t ticks_at(int64_t true_ns) const;
   [[nodiscard]] const std::vector<TruthSpan>& truth() const { return truth_; }
+  /// Warm-up runs (untimed, before windows) so far: their true duration and energy.
+  [[nodiscard]] int64_t warmup_ns() const { return warmup_ns_; }
+  [[nodiscard]] double warmup_energy_j() const { return warmup_energy_j_; }
   /// One entry per run started, the current one last.
   [[nodiscard]] const std::vector<SimRunStats>& runs() const { return runs_; }
   [[nodiscard]] const BoardProfile& board() const { return board_; }
@@ -76,6 +79,7 @@ class SimBoard {
  private:
   struct Segment {
     bool is_span = false;
+    bool is_warmup = false;  ///< untimed runs before a window: the plan cursor stays
     uint32_t op_id = 0;
     profiler::Phase phase = profiler::Phase::kIdle;
     uint32_t repetitions = 1;
@@ -113,6 +117,8 @@ class SimBoard {
   std::size_t op_index_ = 0;
   uint32_t window_ = 0;
   bool in_gap_ = false;
+  bool warmed_up_ = false;  ///< the current window's warm-up runs are done
+  bool cold_ = true;        ///< the next op run follows an idle gap or the run's start
   uint32_t loop_ = 0;
   Segment segment_;
   int64_t cursor_ns_ = 0;
@@ -122,6 +128,8 @@ class SimBoard {
   protocol::PowerBatch batch_{};
   std::vector<SimRunStats> runs_;
   std::vector<TruthSpan> truth_;
+  int64_t warmup_ns_ = 0;
+  double warmup_energy_j_ = 0;
 };
 
 }  // namespace ergon::devices

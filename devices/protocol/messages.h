@@ -309,6 +309,8 @@ struct PlanOp {
   uint64_t bytes_out = 0;
   uint16_t windows = 1;      ///< measurement windows of this op
   uint32_t idle_after_us = 0;  ///< idle gap after each window (for idle-power estimates)
+  /// Untimed runs of the op before each window (clocks ramp up, caches warm). Since v2.
+  uint16_t warmup_reps = 0;
 
   bool write(Writer& w) const {
     if (dim_count > kPlanDims) return false;
@@ -322,6 +324,7 @@ struct PlanOp {
     w.u64(bytes_out);
     w.u16(windows);
     w.u32(idle_after_us);
+    w.u16(warmup_reps);
     return w.ok();
   }
   bool read(Reader& r) {
@@ -335,6 +338,7 @@ struct PlanOp {
     bytes_out = r.u64();
     windows = r.u16();
     idle_after_us = r.u32();
+    warmup_reps = r.u16();
     return r.ok() && dim_count <= kPlanDims && windows != 0;
   }
 };
