@@ -1,6 +1,7 @@
 #include "devices/board_profile.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ergon::devices {
 namespace {
@@ -164,6 +165,14 @@ OpTruth paging_truth(const BoardProfile& board, uint64_t bytes, Phase direction)
   const double latency = in ? board.pagein_latency_s : board.pageout_latency_s;
   return {.time_s = latency + static_cast<double>(bytes) / bw,
           .power_w = board.idle_w + board.storage_w};
+}
+
+SupplyReading supply_reading(const BoardProfile& board, double power_w) {
+  constexpr double kSourceResistanceOhm = 0.05;
+  const double v = board.bus_v;
+  const double r = kSourceResistanceOhm;
+  const double current_a = (v - std::sqrt(std::max(0.0, v * v - 4 * r * power_w))) / (2 * r);
+  return {.bus_v = v - r * current_a, .current_a = current_a};
 }
 
 OpTruth op_truth(const BoardProfile& board, const profiler::OpShape& shape, Phase phase) {

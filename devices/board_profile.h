@@ -64,6 +64,13 @@ OpTruth op_truth(const BoardProfile& board, const profiler::OpShape& shape,
                  profiler::Phase phase);
 /// The compute part of that model for any op: a roofline of FLOPs against bytes moved.
 OpTruth compute_truth(const BoardProfile& board, uint64_t flops, uint64_t bytes);
+/// What a power monitor on the board's supply sees while the board draws `power_w` at its
+/// terminals: the supply droops through its source resistance, (V - R I) I = P.
+struct SupplyReading {
+  double bus_v = 0;
+  double current_a = 0;
+};
+SupplyReading supply_reading(const BoardProfile& board, double power_w);
 /// The paging part: latency + bytes / bandwidth at idle + storage power.
 OpTruth paging_truth(const BoardProfile& board, uint64_t bytes, profiler::Phase direction);
 

@@ -12,12 +12,12 @@ namespace proto = protocol;
 using profiler::Phase;
 
 constexpr int64_t kReplyLatencyNs = 20'000;        // device time between rx and tx of a reply
-constexpr double kSourceResistanceOhm = 0.05;      // supply droop under load
 
 }  // namespace
 
 SimBoard::SimBoard(const BoardProfile& board, const SimBoardOptions& options)
     : board_(board), options_(options), ina_(board.ina219), rng_(options.seed) {
+  if (options.external_logger) logger_.emplace(board, *options.external_logger);
   sample_period_ns_ = static_cast<int64_t>(std::llround(ina_.sample_period_s() * 1e9));
 }
 
@@ -74,7 +74,8 @@ void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
       hello.ram_bytes = static_cast<uint32_t>(std::min<uint64_t>(board_.ram_bytes, UINT32_MAX));
       const std::string name = std::string(board_.name) + "-sim";
       proto::copy_text(hello.board_name, name.c_str());
-      hello.rail_count = 1;
+      // Measured by an external logger: no rail of its own.
+      hello.rail_count = logger_ ? 0 : 1;
       hello.rails[0].id = 0;
       proto::copy_text(hello.rails[0].name, std::string(board_.rail_name).c_str());
       send(hello, out);
@@ -218,17 +219,31 @@ bool SimBoard::next_segment(int64_t begin_ns) {
   return true;
 }
 
-void SimBoard::advance_to(int64_t t_ns, std::vector<uint8_t>& out) {
+void SimBoard::receive_logger(const uint8_t* data, std::size_t n, int64_t now_ns,
+                              std::vector<uint8_t>& logger_out) {
+  // The board may have been simulated ahead of now: the logger starts no earlier than that.
+  if (logger_) logger_->receive(data, n, std::max(now_ns, cursor_ns_), logger_out);
+}
+
+void SimBoard::advance_to(int64_t t_ns, std::vector<uint8_t>& out,
+                          std::vector<uint8_t>* logger_out) {
+  assert((!logger_ || logger_out != nullptr) && "a board with a logger needs its link");
   while (running_) {
     const int64_t until = std::min(segment_.end_ns, t_ns);
-    while (next_sample_ns_ < segment_.end_ns && next_sample_ns_ <= until) {
-      take_sample(next_sample_ns_, segment_.power_w, out);
-      next_sample_ns_ += sample_period_ns_;
+    if (logger_) {
+      logger_->sample_until(segment_.end_ns > t_ns ? t_ns : segment_.end_ns - 1,
+                            segment_.power_w, *logger_out);
+    } else {
+      while (next_sample_ns_ < segment_.end_ns && next_sample_ns_ <= until) {
+        take_sample(next_sample_ns_, segment_.power_w, out);
+        next_sample_ns_ += sample_period_ns_;
+      }
     }
     cursor_ns_ = std::max(cursor_ns_, until);
     if (segment_.end_ns > t_ns) return;
     finish_segment(out);
   }
+  if (logger_) logger_->sample_until(t_ns, board_.idle_w, *logger_out);  // the board idles
 }
 
 void SimBoard::finish_segment(std::vector<uint8_t>& out) {
@@ -286,14 +301,10 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
 }
 
 void SimBoard::take_sample(int64_t t_ns, double power_w, std::vector<uint8_t>& out) {
-  // The board draws power_w at its terminals, after the supply has drooped:
-  // (V - R I) I = P, so the truth is what an ideal monitor on the rail would report.
-  const double v = board_.bus_v;
-  const double r = kSourceResistanceOhm;
-  const double current_a = (v - std::sqrt(std::max(0.0, v * v - 4 * r * power_w))) / (2 * r);
-  const double bus_v = v - r * current_a;
+  // The truth is what an ideal monitor on the drooped rail would report.
+  const SupplyReading supply = supply_reading(board_, power_w);
   std::normal_distribution<double> noise(0.0, board_.shunt_noise_v);
-  const auto regs = ina_.convert(bus_v, current_a, noise(rng_));
+  const auto regs = ina_.convert(supply.bus_v, supply.current_a, noise(rng_));
   const uint64_t ticks = ticks_at(t_ns);
   const auto sample = ina_.decode(regs, 0, ticks);
 

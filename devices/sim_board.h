@@ -1,11 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "devices/board_profile.h"
+#include "devices/sim_power_logger.h"
 #include "devices/profile_plan.h"
 #include "devices/protocol/decoder.h"
 #include "devices/protocol/messages.h"
@@ -45,6 +47,9 @@ struct SimBoardOptions {
   int64_t clock_offset_ns = 123'456'789'000;
   /// Probability that each byte the board sends gets one bit flipped (a noisy link).
   double corrupt_probability = 0.0;
+  /// Set: the board has no power monitor of its own; a power logger on its supply lead (a
+  /// second device, on its own link and clock) measures it instead.
+  std::optional<PowerLoggerOptions> external_logger;
 };
 
 /// A simulated board running the Ergon agent, without any I/O: host bytes go in through
@@ -56,8 +61,15 @@ class SimBoard {
 
   /// Handles host commands that arrived at true time now_ns (answers go to out at once).
   void receive(const uint8_t* data, std::size_t n, int64_t now_ns, std::vector<uint8_t>& out);
-  /// Runs the active plan up to true time t_ns, emitting spans and power batches.
-  void advance_to(int64_t t_ns, std::vector<uint8_t>& out);
+  /// Runs the active plan up to true time t_ns, emitting spans and power batches; with an
+  /// external logger, the logger's samples of the board's supply go to `logger_out`.
+  void advance_to(int64_t t_ns, std::vector<uint8_t>& out,
+                  std::vector<uint8_t>* logger_out = nullptr);
+  /// Host commands on the external logger's link (answers to `logger_out`).
+  void receive_logger(const uint8_t* data, std::size_t n, int64_t now_ns,
+                      std::vector<uint8_t>& logger_out);
+  /// The external logger, when the options asked for one.
+  [[nodiscard]] const SimPowerLogger* logger() const { return logger_ ? &*logger_ : nullptr; }
 
   [[nodiscard]] bool running() const { return running_; }
   /// How far the plan has been simulated (true ns).
@@ -103,6 +115,7 @@ class SimBoard {
   BoardProfile board_;
   SimBoardOptions options_;
   probes::Ina219Model ina_;
+  std::optional<SimPowerLogger> logger_;
   std::mt19937_64 rng_;
   protocol::Decoder decoder_;
   uint16_t tx_seq_ = 0;

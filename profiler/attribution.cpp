@@ -14,6 +14,18 @@ double ClockFit::host_ns(uint64_t ticks) const {
   return host_ref_ns + ns_per_tick * dt;
 }
 
+uint64_t ClockFit::ticks_at(double host_ns) const {
+  const double t = static_cast<double>(tick_ref) + std::round((host_ns - host_ref_ns) / ns_per_tick);
+  return t <= 0 ? 0 : static_cast<uint64_t>(t);
+}
+
+std::vector<probes::PowerSample> to_board_ticks(std::span<const probes::PowerSample> samples,
+                                                const ClockFit& logger, const ClockFit& board) {
+  std::vector<probes::PowerSample> out(samples.begin(), samples.end());
+  for (probes::PowerSample& s : out) s.t_ticks = board.ticks_at(logger.host_ns(s.t_ticks));
+  return out;
+}
+
 ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz) {
   ClockFit fit;
   fit.points_total = static_cast<int>(points.size());

@@ -26,6 +26,8 @@ struct ClockFit {
   std::string note;          ///< why the nominal rate was used, when it was
 
   [[nodiscard]] double host_ns(uint64_t ticks) const;
+  /// The inverse: the device tick at host time host_ns (0 before the device's tick 0).
+  [[nodiscard]] uint64_t ticks_at(double host_ns) const;
 };
 
 /// A clock drifting more than this is not a crystal: a fit saying so is refused (e.g. a
@@ -37,6 +39,14 @@ inline constexpr double kMaxPlausibleDriftPpm = 500;
 /// fastest half) are fitted by least squares for offset and rate. Fewer than 3 usable
 /// exchanges, or a drift over kMaxPlausibleDriftPpm, give the nominal rate with a note.
 ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz);
+
+/// Samples stamped by another device's clock (a power logger on the board's supply lead, an
+/// INA219 read by a second board), moved onto the board's clock: logger ticks to host time
+/// by the logger's fit, host time to board ticks by the inverse of the board's fit. Each fit
+/// comes from that device's own sync exchanges, so the two clocks may differ in rate and
+/// offset arbitrarily; what remains is the two fits' residuals at every window edge.
+std::vector<probes::PowerSample> to_board_ticks(std::span<const probes::PowerSample> samples,
+                                                const ClockFit& logger, const ClockFit& board);
 
 /// One measurement window's energy.
 struct WindowCost {

@@ -16,6 +16,7 @@ constexpr int kMaxStopAttempts = 3;
 int64_t seconds_to_ns(double s) { return static_cast<int64_t>(s * 1e9); }
 
 std::string kind_name(BoardKind kind) {
+  if (kind == BoardKind::kPowerLogger) return std::string(kPowerLoggerKindName);
   const auto board = find_board(kind);
   return board ? std::string(board->name) : "unknown";
 }
@@ -166,7 +167,10 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
         case proto::RunEnd::kCompleted:
           end_state_ = stop_requested_ ? SessionState::kStopped : SessionState::kCompleted;
           break;
-        case proto::RunEnd::kStopped: end_state_ = SessionState::kStopped; break;
+        case proto::RunEnd::kStopped:
+          // A logger's run ends when the host stops it: that is its normal end.
+          end_state_ = is_power_logger() ? SessionState::kCompleted : SessionState::kStopped;
+          break;
         case proto::RunEnd::kFailed:
           error_ = "board refused or aborted the run (see the run's events)";
           end_state_ = SessionState::kFailed;
@@ -201,6 +205,16 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
   for (uint8_t i = 0; i < msg.rail_count; ++i)
     hello.rails.push_back({msg.rails[i].id, msg.rails[i].name});
 
+  if (msg.board_kind == BoardKind::kPowerLogger) {
+    // A power logger runs no plan: its run streams samples until the host stops it.
+    hello_ = hello;
+    plan_ = ProfilePlan{};
+    const int64_t now = clock_.now_ns();
+    sink_.begin(*hello_, plan_, now);
+    set_state(SessionState::kSyncing);
+    send_sync(out);
+    return;
+  }
   std::optional<BoardProfile> profile = find_board(msg.board_kind);
   std::string mismatch;
   if (!profile) {
@@ -240,7 +254,7 @@ void RecordSession::start_plan(std::vector<uint8_t>& out) {
   start.run_tag = run_tag_;
   start.mode = options_.mode;
   start.op_count = static_cast<uint16_t>(plan_.ops.size());
-  start.loops = options_.loops;
+  start.loops = is_power_logger() ? 0 : options_.loops;
   start.min_window_us = plan_.min_window_us;
   start.seed = options_.seed;
   send(start, out);

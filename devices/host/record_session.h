@@ -68,6 +68,9 @@ class RecordSink {
   virtual void status(SessionState state, const LinkStats& stats, int64_t host_ns) = 0;
 };
 
+/// The board kind a power logger's runs are recorded under.
+inline constexpr std::string_view kPowerLoggerKindName = "power-logger";
+
 struct RecordOptions {
   /// Board profile to assume when the Hello does not name a known kind; also checked
   /// against the Hello (a mismatch is logged, the Hello wins).
@@ -110,6 +113,11 @@ class RecordSession {
   [[nodiscard]] const LinkStats& stats() const { return stats_; }
   [[nodiscard]] const std::string& source() const { return source_; }
   [[nodiscard]] const std::optional<BoardHello>& hello() const { return hello_; }
+  /// The device is a power logger (its Hello said so): it measures another board's supply
+  /// and runs until stopped. Recorder stops it once the boards it measures are done.
+  [[nodiscard]] bool is_power_logger() const {
+    return hello_ && hello_->kind == BoardKind::kPowerLogger;
+  }
   /// The reason for kFailed / kDisconnected, empty otherwise.
   [[nodiscard]] const std::string& error() const { return error_; }
 

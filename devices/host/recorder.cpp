@@ -27,6 +27,7 @@ struct Recorder::Impl {
     std::array<uint8_t, 16 * 1024> rx{};
     std::vector<uint8_t> out;
     bool open = false;
+    bool logger_stopped = false;  ///< a power logger told to stop: its boards are done
   };
 
   explicit Impl(const Clock& c) : clock(c) {}
@@ -151,6 +152,8 @@ void Recorder::run(const Progress& on_progress, const std::atomic<int>& interrup
         im.flush(*b);
       }
     bool all_done = true;
+    bool boards_done = true;  // every session that is not a power logger has ended
+    bool any_board = false;
     for (auto& b : im.boards) {
       if (!b->session->finished()) {
         b->session->on_tick(b->out);
@@ -158,6 +161,19 @@ void Recorder::run(const Progress& on_progress, const std::atomic<int>& interrup
       }
       if (b->session->finished()) im.close(*b);
       all_done = all_done && b->session->finished();
+      if (!b->session->is_power_logger()) {
+        any_board = true;
+        boards_done = boards_done && b->session->finished();
+      }
+    }
+    // A power logger measures the other boards: it stops when they are done.
+    if (any_board && boards_done && !all_done) {
+      for (auto& b : im.boards) {
+        if (!b->session->is_power_logger() || b->logger_stopped) continue;
+        b->session->request_stop(b->out);
+        b->logger_stopped = true;
+        im.flush(*b);
+      }
     }
     const int64_t now = im.clock.now_ns();
     if (on_progress && now - last_progress_ns >= interval_ns) {

@@ -15,6 +15,8 @@ namespace ergon::devices {
 /// Records several boards at once over real links (Boost.Asio serial ports and TCP, one
 /// io_context, one thread). Each board gets a RecordSession; this class only moves bytes and
 /// time. A link that cannot be opened or breaks ends that board's session, not the others.
+/// A power logger (a device whose Hello says power-logger) records until every other board
+/// has ended, and is then stopped.
 class Recorder {
  public:
   explicit Recorder(const Clock& clock);

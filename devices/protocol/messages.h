@@ -29,6 +29,9 @@ enum class BoardKind : uint8_t {
   kRaspberryPi4 = 2,
   kNrf52840 = 3,
   kMkr1000 = 4,
+  /// A power logger: a small board of its own reading a power monitor on another board's
+  /// supply, streaming samples on its own link and clock (no plan, no spans).
+  kPowerLogger = 5,
 };
 
 struct RailInfo {

@@ -182,5 +182,52 @@ TEST(Attribution, WarmUpRunsKeepTheColdStartOutOfShortWindows) {
   EXPECT_NEAR(median_time_error(1), 0.0, 0.001);
 }
 
+// An INA219 read by a second board: its samples carry the logger's clock (here +70 ppm and
+// 9.9 s since its boot, against the Pi 4's -32 ppm and 123 s). Through both clock fits they
+// attribute as accurately as the board's own monitor does.
+TEST(Attribution, APowerLoggerOnItsOwnClockAttributesAsAccuratelyAsTheBoardsOwnMonitor) {
+  testing::LoggedHarness h(*devices::find_board("pi4"));
+  h.run(900);
+  ASSERT_EQ(h.session.state(), devices::SessionState::kCompleted);
+  ASSERT_EQ(h.logger_session.state(), devices::SessionState::kCompleted);
+  EXPECT_TRUE(h.sink.samples_.empty()) << "the board has no monitor of its own";
+  ASSERT_GT(h.logger_sink.samples_.size(), 1000U);
+  EXPECT_EQ(h.logger_sink.hello.kind, devices::BoardKind::kPowerLogger);
+
+  const ClockFit logger = fit_clock(h.logger_sink.syncs, h.logger_sink.hello.tick_hz);
+  const ClockFit board = fit_clock(h.sink.syncs, h.sink.hello.tick_hz);
+  ASSERT_TRUE(logger.fitted && board.fitted);
+  EXPECT_NEAR(logger.drift_ppm, -70, 1);  // a fast clock: fewer host ns per tick
+  const auto samples = to_board_ticks(h.logger_sink.samples_, logger, board);
+  const Attribution a = attribute(h.sink.spans, samples, h.sink.syncs, h.sink.hello.tick_hz);
+  Errors e;
+  const auto& truth = h.sim.truth();
+  for (std::size_t i = 0; i < a.windows.size() && i < truth.size(); ++i) {
+    const WindowCost& w = a.windows[i];
+    if (w.span.phase == Phase::kIdle || w.samples < 50) continue;
+    ASSERT_TRUE(w.covered);
+    const double true_net = (truth[i].power_w - h.sim.board().idle_w) *
+                            static_cast<double>(truth[i].end_ns - truth[i].begin_ns) * 1e-9;
+    const double err = std::abs(w.net_energy_j - true_net);
+    e.relative.push_back(err / true_net);
+    e.covered_by_2sigma += err <= 2 * w.energy_sigma_j ? 1 : 0;
+    ++e.windows;
+  }
+  ASSERT_GT(e.windows, 20);
+  std::printf("pi4 through a logger on its own clock: %d windows, median error %.2f %%, p95 "
+              "%.2f %%, within 2 sigma %.0f %%\n",
+              e.windows, 100 * quantile(e.relative, 0.5), 100 * quantile(e.relative, 0.95),
+              100.0 * e.covered_by_2sigma / e.windows);
+  EXPECT_LE(quantile(e.relative, 0.5), 0.01);
+  EXPECT_LE(quantile(e.relative, 0.95), 0.03);
+  EXPECT_GE(e.covered_by_2sigma, 0.9 * e.windows);
+
+  // Taken at face value, the logger's ticks do not even overlap the board's windows.
+  const Attribution raw =
+      attribute(h.sink.spans, h.logger_sink.samples_, h.sink.syncs, h.sink.hello.tick_hz);
+  EXPECT_TRUE(std::none_of(raw.windows.begin(), raw.windows.end(),
+                           [](const WindowCost& w) { return w.covered && w.samples > 0; }));
+}
+
 }  // namespace
 }  // namespace ergon::profiler

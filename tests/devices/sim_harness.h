@@ -77,4 +77,49 @@ struct Harness {
   std::vector<uint8_t> to_host;
 };
 
+/// A board measured by an external power logger: two sessions (board and logger), each on
+/// its own in-memory link, one fake clock; the logger is stopped once the board's session
+/// ends, as Recorder does.
+struct LoggedHarness {
+  explicit LoggedHarness(const devices::BoardProfile& board, devices::RecordOptions options = {},
+                         devices::PowerLoggerOptions logger = {})
+      : sim(board, devices::SimBoardOptions{.external_logger = logger}),
+        session("mem:" + std::string(board.name), options, sink, clock),
+        logger_session("mem:logger", options, logger_sink, clock) {}
+
+  void run(double max_s, double step_s = 0.002) {
+    session.on_open(to_board);
+    logger_session.on_open(to_logger);
+    const int64_t end = clock.now_ns() + static_cast<int64_t>(max_s * 1e9);
+    while (!(session.finished() && logger_session.finished()) && clock.now_ns() < end) {
+      clock.advance_ns(static_cast<int64_t>(step_s * 1e9));
+      const int64_t t = clock.now_ns();
+      sim.receive(to_board.data(), to_board.size(), t, to_host);
+      sim.receive_logger(to_logger.data(), to_logger.size(), t, logger_to_host);
+      sim.advance_to(t, to_host, &logger_to_host);
+      session.on_bytes(to_host.data(), to_host.size(), to_board);
+      logger_session.on_bytes(logger_to_host.data(), logger_to_host.size(), to_logger);
+      to_board.clear();
+      to_host.clear();
+      to_logger.clear();
+      logger_to_host.clear();
+      session.on_tick(to_board);
+      logger_session.on_tick(to_logger);
+      if (session.finished() && !logger_stopped) {
+        logger_session.request_stop(to_logger);
+        logger_stopped = true;
+      }
+    }
+  }
+
+  FakeClock clock;
+  CollectingSink sink;
+  CollectingSink logger_sink;
+  devices::SimBoard sim;
+  devices::RecordSession session;
+  devices::RecordSession logger_session;
+  bool logger_stopped = false;
+  std::vector<uint8_t> to_board, to_host, to_logger, logger_to_host;
+};
+
 }  // namespace ergon::testing
