@@ -6,18 +6,45 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "costdb/cost_model.h"
+#include "devices/host/record_session.h"
 
 namespace ergon::cli {
 
+namespace {
+
+bool is_logger_run(const costdb::RunSummary& run) {
+  return run.board_kind == devices::kPowerLoggerKindName;
+}
+
+}  // namespace
+
 AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
   const costdb::RunData data = costdb::load_run_data(db, run_id);
+  if (is_logger_run(data.run))
+    throw InputError("run " + std::to_string(run_id) +
+                     " is a power logger's: attribute the run of the board it measured");
   AttributedRun r;
   r.run = data.run;
-  r.attribution = profiler::attribute(data.spans, data.samples, data.syncs, data.tick_hz);
+  if (data.run.power_run_id) {
+    // Measured by a power logger on its own clock: its samples reach the board's clock
+    // through host time, each device's clock fitted from its own sync exchanges.
+    const costdb::RunData logger = costdb::load_run_data(db, *data.run.power_run_id);
+    r.logger_clock = profiler::fit_clock(logger.syncs, logger.tick_hz);
+    constexpr double kAnyDrift = std::numeric_limits<double>::infinity();
+    const auto samples = profiler::to_board_ticks(
+        logger.samples, profiler::fit_clock(logger.syncs, logger.tick_hz, kAnyDrift),
+        profiler::fit_clock(data.syncs, data.tick_hz, kAnyDrift));
+    r.attribution = profiler::attribute(data.spans, samples, data.syncs, data.tick_hz);
+    r.samples = samples.size();
+  } else {
+    r.attribution = profiler::attribute(data.spans, data.samples, data.syncs, data.tick_hz);
+    r.samples = data.samples.size();
+  }
   for (const profiler::OpCost& c : r.attribution.ops) {
     if (c.windows == 0) continue;  // nothing arrived to attribute
     costdb::OpCostRow row;
@@ -63,17 +90,25 @@ void print_summary(const AttributedRun& r, std::ostream& out) {
   const auto& c = a.clock;
   uint32_t covered = 0, uncovered = 0;
   for (const auto& w : a.windows) (w.covered ? covered : uncovered) += 1;
-  out << fmt::format("run {} ({} {}, {}): {} samples every {:.0f} us, {} windows attributed",
+  out << fmt::format("run {} ({} {}, {}): {} samples{} every {:.0f} us, {} windows attributed",
                      r.run.id, r.run.board_kind, r.run.board_name, costdb::to_string(r.run.status),
-                     r.run.samples, a.sample_period_s * 1e6, covered);
+                     r.samples,
+                     r.run.power_run_id
+                         ? fmt::format(" from power logger run {}", *r.run.power_run_id)
+                         : std::string(),
+                     a.sample_period_s * 1e6, covered);
   if (uncovered > 0) out << fmt::format(", {} not (their samples did not all arrive)", uncovered);
   out << "\n";
-  if (c.fitted) {
-    out << fmt::format("  clock: drift {:+.1f} ppm from {} of {} sync exchanges (residual rms {:.0f} ns)\n",
-                       c.drift_ppm, c.points_used, c.points_total, c.residual_rms_ns);
-  } else {
-    out << "  clock: " << c.note << "\n";
-  }
+  auto clock_line = [&](const char* what, const profiler::ClockFit& fit) {
+    if (fit.fitted) {
+      out << fmt::format("  {}: drift {:+.1f} ppm from {} of {} sync exchanges (residual rms {:.0f} ns)\n",
+                         what, fit.drift_ppm, fit.points_used, fit.points_total, fit.residual_rms_ns);
+    } else {
+      out << "  " << what << ": " << fit.note << "\n";
+    }
+  };
+  clock_line("clock", c);
+  if (r.logger_clock) clock_line("logger clock", *r.logger_clock);
   const std::string idle =
       a.idle_samples == 0
           ? std::string("idle power not measured (no idle windows or gaps): net equals gross")
@@ -90,9 +125,17 @@ nlohmann::json to_json(const AttributedRun& r) {
   nlohmann::json j;
   j["run"] = r.run.id;
   j["board"] = {{"kind", r.run.board_kind}, {"name", r.run.board_name}};
-  j["clock"] = {{"fitted", a.clock.fitted}, {"drift_ppm", a.clock.drift_ppm},
-                {"points_used", a.clock.points_used}, {"points_total", a.clock.points_total},
-                {"residual_rms_ns", a.clock.residual_rms_ns}, {"note", a.clock.note}};
+  auto clock = [](const profiler::ClockFit& c) {
+    return nlohmann::json{{"fitted", c.fitted},         {"drift_ppm", c.drift_ppm},
+                          {"points_used", c.points_used}, {"points_total", c.points_total},
+                          {"residual_rms_ns", c.residual_rms_ns}, {"note", c.note}};
+  };
+  j["clock"] = clock(a.clock);
+  j["samples"] = r.samples;
+  if (r.run.power_run_id) {
+    j["power_run"] = *r.run.power_run_id;
+    j["logger_clock"] = clock(*r.logger_clock);
+  }
   j["sample_period_s"] = a.sample_period_s;
   j["idle_power_w"] = a.idle_power_w;
   j["idle_power_sigma_w"] = a.idle_power_sigma_w;
@@ -113,7 +156,8 @@ int run_attribute(const std::string& db_path, const std::vector<int64_t>& runs, 
   auto db = costdb::Database::open(db_path);
   std::vector<int64_t> ids = runs;
   if (ids.empty())
-    for (const auto& r : costdb::list_runs(db)) ids.push_back(r.id);
+    for (const auto& r : costdb::list_runs(db))
+      if (!is_logger_run(r)) ids.push_back(r.id);  // a logger's samples go with its board's run
   if (ids.empty()) throw InputError("no runs in " + db_path + " (record one with ergon record)");
   nlohmann::json all = nlohmann::json::array();
   for (int64_t id : ids) {

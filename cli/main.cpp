@@ -54,14 +54,16 @@ void print_runs(costdb::Database& db, std::ostream& out, const std::vector<int64
     out << "no runs in " << db.path().string() << "\n";
     return;
   }
-  out << fmt::format("{:>4}  {:<9} {:<14} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
+  out << fmt::format("{:>4}  {:<12} {:<14} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
                      "run", "board", "name", "status", "started (UTC)", "samples", "spans",
                      "sync", "lost", "crc", "source");
   for (const auto& r : runs) {
-    out << fmt::format("{:>4}  {:<9} {:<14} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
+    const std::string source =
+        r.power_run_id ? fmt::format("{} (power from run {})", r.source, *r.power_run_id) : r.source;
+    out << fmt::format("{:>4}  {:<12} {:<14} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
                        r.id, r.board_kind, r.board_name, costdb::to_string(r.status),
                        format_time(r.started_at_ns), r.samples, r.spans, r.sync_points,
-                       r.counters.frames_lost, r.counters.crc_errors, r.source);
+                       r.counters.frames_lost, r.counters.crc_errors, source);
   }
 }
 
@@ -92,6 +94,7 @@ struct SimArgs {
   double disconnect_after_s = 0.0;
   uint64_t seed = 1;
   std::string truth;
+  bool logger = false;
 };
 
 int run_sim(const SimArgs& a) {
@@ -100,14 +103,19 @@ int run_sim(const SimArgs& a) {
                                 .corrupt_probability = a.corrupt,
                                 .disconnect_after_s = a.disconnect_after_s,
                                 .seed = a.seed,
-                                .truth_csv = a.truth};
+                                .truth_csv = a.truth,
+                                .logger = a.logger};
   std::unique_ptr<devices::SimServer> server =
       a.tcp_port >= 0
           ? devices::SimServer::listen_tcp(board, opt, static_cast<uint16_t>(a.tcp_port))
           : devices::SimServer::open_pty(board, opt);
   std::cout << server->link_name() << std::endl;
-  std::cerr << fmt::format("simulating {} ({}) on {}; Ctrl-C to stop\n", board.name,
-                           board.description, server->link_name());
+  if (a.logger) std::cout << server->logger_link_name() << std::endl;
+  std::cerr << fmt::format("simulating {} ({}) on {}{}; Ctrl-C to stop\n", board.name,
+                           board.description, server->link_name(),
+                           a.logger ? ", measured by a power logger on " +
+                                          server->logger_link_name() + " (its own clock)"
+                                    : std::string());
   auto& interrupts = install_interrupt_counter();
   server->start();
   while (interrupts.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -254,6 +262,10 @@ int main(int argc, char** argv) {
                       "drop the link this many seconds after the run starts");
   sim_cmd->add_option("--seed", sim.seed, "random seed")->capture_default_str();
   sim_cmd->add_option("--truth", sim.truth, "write the true energy of every span to this CSV");
+  sim_cmd->add_flag("--logger", sim.logger,
+                    "measure the board with a power logger on a second pty, on its own clock, "
+                    "instead of its own monitor (prints the logger's path on a second line)")
+      ->excludes("--tcp");
 
   RecordRequest rec;
   std::string rec_board;
@@ -272,6 +284,9 @@ int main(int argc, char** argv) {
                                             "until --duration or Ctrl-C)")
       ->check(CLI::NonNegativeNumber);
   rec_cmd->add_option("--baud", rec.baud, "serial baud rate")->capture_default_str();
+  rec_cmd->add_option("--logger", rec.logger_port,
+                      "a power logger on the board's supply (its own link and clock): recorded "
+                      "with the board and used by ergon attribute for the board's run");
   rec_cmd->add_option("--seed", rec.options.seed, "shuffles the plan order")->capture_default_str();
   std::string rec_model;
   int rec_batch = 1;

@@ -10,6 +10,7 @@
 
 #include "cli/db_sink.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "costdb/database.h"
 #include "devices/host/recorder.h"
 
@@ -45,17 +46,21 @@ std::atomic<int>& install_interrupt_counter() {
 
 std::vector<BoardOutcome> record_boards(const RecordRequest& request, std::ostream& out,
                                         const std::atomic<int>& interrupts) {
+  if (request.logger_port && request.ports.size() != 1)
+    throw InputError("a power logger measures one board: pass exactly one --port with --logger");
   costdb::Database db = costdb::Database::open(request.db_path);
   const SteadyClock clock;
   devices::Recorder recorder(clock);
   std::vector<std::unique_ptr<DbSink>> sinks;
-  for (const auto& port : request.ports) {
+  std::vector<std::string> ports = request.ports;
+  if (request.logger_port) ports.push_back(*request.logger_port);
+  for (const auto& port : ports) {
     sinks.push_back(std::make_unique<DbSink>(db, port));
     recorder.add(port, request.baud, request.options, *sinks.back());
   }
 
   const bool tty = ::isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
-  std::vector<Rate> rates(request.ports.size());
+  std::vector<Rate> rates(ports.size());
   int64_t last_line_ns = 0;
   std::size_t last_width = 0;
 
@@ -103,6 +108,16 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, std::ostre
   if (tty) out << '\n';
 
   // The recorder has returned: sessions are final and their last status is stored.
+  if (request.logger_port && sinks[0]->run_id() && sinks[1]->run_id()) {
+    if (final_sessions[1]->is_power_logger()) {
+      costdb::set_power_run(db, *sinks[0]->run_id(), *sinks[1]->run_id());
+      db.commit_batch();
+    } else {
+      out << request.logger_port.value() << " is not a power logger (its Hello says "
+          << (final_sessions[1]->hello() ? final_sessions[1]->hello()->kind_name : "nothing")
+          << "); the runs are not linked\n";
+    }
+  }
   std::vector<BoardOutcome> outcomes;
   for (std::size_t i = 0; i < final_sessions.size(); ++i) {
     const auto& s = *final_sessions[i];

@@ -14,6 +14,9 @@ namespace ergon::cli {
 
 struct RecordRequest {
   std::vector<std::string> ports;
+  /// A power logger measuring the (one) board's supply, on its own link and clock: recorded
+  /// as a run of its own, linked to the board's run, stopped when the board is done.
+  std::optional<std::string> logger_port;
   uint32_t baud = 115200;
   std::filesystem::path db_path = "ergon.db";
   devices::RecordOptions options;

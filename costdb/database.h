@@ -17,7 +17,7 @@ namespace ergon::costdb {
 
 /// Schema version this build writes (PRAGMA user_version). Migrations in schema.cpp bring
 /// older files up to it; a newer file is refused with DatabaseError.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 /// An open SQLite cost database (WAL, one writer). Not thread-safe: use it from one thread.
 /// Writes go into a batch (one transaction) that commit_batch() makes durable; a process
@@ -118,10 +118,15 @@ struct RunSummary {
   uint64_t samples = 0;
   uint64_t sync_points = 0;
   LinkCounters counters;
+  /// The power logger's run that measured this board (its samples are on the logger's clock).
+  std::optional<int64_t> power_run_id;
 };
 
 std::vector<RunSummary> list_runs(Database& db);
 std::optional<RunSummary> find_run(Database& db, int64_t run_id);
+/// Records that `logger_run_id` (a power logger's run) measured run_id's board. Throws
+/// InputError when either run does not exist or the logger's run is the board's own.
+void set_power_run(Database& db, int64_t run_id, int64_t logger_run_id);
 
 /// Writes spans.csv, samples.csv, sync.csv, events.csv and ops.csv of a run into dir
 /// (created if missing). Throws InputError for an unknown run.

@@ -28,7 +28,7 @@ std::string run_summary_sql(std::string_view samples_count, std::string_view tai
       "(SELECT COUNT(*) FROM op_spans s WHERE s.run_id = r.id), ";
   sql += samples_count;
   sql +=
-      ", (SELECT COUNT(*) FROM sync_points y WHERE y.run_id = r.id) "
+      ", (SELECT COUNT(*) FROM sync_points y WHERE y.run_id = r.id), r.power_run_id "
       "FROM runs r JOIN boards b ON b.id = r.board_id ";
   sql += tail;
   return sql;
@@ -60,6 +60,7 @@ RunSummary read_summary(const detail::Statement& row, const std::filesystem::pat
   run.spans = row.column_uint64(15);
   run.samples = row.column_uint64(16);
   run.sync_points = row.column_uint64(17);
+  if (!row.column_is_null(18)) run.power_run_id = row.column_int64(18);
   return run;
 }
 
@@ -205,6 +206,19 @@ std::optional<RunSummary> find_run(Database& db, int64_t run_id) {
   RunSummary run = read_summary(query, impl.path);
   query.reset();
   return run;
+}
+
+void set_power_run(Database& db, int64_t run_id, int64_t logger_run_id) {
+  for (int64_t id : {run_id, logger_run_id})
+    if (!find_run(db, id))
+      throw InputError("no run " + std::to_string(id) + " in " + db.path().string());
+  if (run_id == logger_run_id)
+    throw InputError("run " + std::to_string(run_id) + " cannot be its own power logger");
+  Database::Impl& impl = db.impl();
+  detail::Statement q(impl.db, "UPDATE runs SET power_run_id = ?2 WHERE id = ?1", impl.path);
+  q.bind(1, run_id);
+  q.bind(2, logger_run_id);
+  q.step("cannot link run " + std::to_string(run_id) + " to its power logger");
 }
 
 void export_run_csv(Database& db, int64_t run_id, const std::filesystem::path& dir) {

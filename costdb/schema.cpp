@@ -228,10 +228,22 @@ CREATE TABLE run_attributions (
 ) STRICT;
 )sql";
 
+// v4: a board measured by a power logger (a second device on its own link and clock) takes
+// its power samples from the logger's run. A trigger, not a foreign key, forgets a deleted
+// logger run (SQLite cannot add a column with a foreign key action to an existing table and
+// drop it again).
+constexpr const char* kSchemaV4 = R"sql(
+ALTER TABLE runs ADD COLUMN power_run_id INTEGER;
+CREATE TRIGGER runs_delete_power_run AFTER DELETE ON runs BEGIN
+  UPDATE runs SET power_run_id = NULL WHERE power_run_id = old.id;
+END;
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
     Migration{2, kSchemaV2},
     Migration{3, kSchemaV3},
+    Migration{4, kSchemaV4},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");

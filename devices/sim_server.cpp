@@ -13,6 +13,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 #include "common/clock.h"
@@ -31,38 +33,57 @@ void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NON
 }  // namespace
 
 SimServer::SimServer(const BoardProfile& board, const SimServerOptions& options)
-    : board_(board, SimBoardOptions{.seed = options.seed,
-                                    .corrupt_probability = options.corrupt_probability}),
+    : board_(board,
+             SimBoardOptions{.seed = options.seed,
+                             .corrupt_probability = options.corrupt_probability,
+                             .external_logger = options.logger
+                                                    ? std::optional<PowerLoggerOptions>(
+                                                          PowerLoggerOptions{.seed = options.seed + 1})
+                                                    : std::nullopt}),
       options_(options) {}
 
 SimServer::~SimServer() {
   stop();
-  for (int fd : {master_fd_, slave_fd_, listen_fd_})
+  for (int fd : {master_fd_, slave_fd_, listen_fd_, logger_master_fd_, logger_slave_fd_})
     if (fd >= 0) ::close(fd);
 }
+
+namespace {
+
+/// A raw pseudo-terminal: (master, slave, slave path). The slave stays open so that the pty
+/// survives the host closing and reopening it.
+std::tuple<int, int, std::string> open_raw_pty() {
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0)
+    throw DeviceError("cannot open a pseudo-terminal: " + errno_text());
+  const char* name = ::ptsname(master);
+  if (name == nullptr) throw DeviceError("cannot name the pseudo-terminal: " + errno_text());
+  std::string path = name;
+  const int slave = ::open(name, O_RDWR | O_NOCTTY);
+  if (slave < 0) throw DeviceError("cannot open " + path + ": " + errno_text());
+  termios tio{};
+  ::tcgetattr(slave, &tio);
+  ::cfmakeraw(&tio);
+  ::tcsetattr(slave, TCSANOW, &tio);
+  set_nonblocking(master);
+  return {master, slave, path};
+}
+
+}  // namespace
 
 std::unique_ptr<SimServer> SimServer::open_pty(const BoardProfile& board,
                                                const SimServerOptions& options) {
   std::unique_ptr<SimServer> s(new SimServer(board, options));
-  s->master_fd_ = ::posix_openpt(O_RDWR | O_NOCTTY);
-  if (s->master_fd_ < 0 || ::grantpt(s->master_fd_) != 0 || ::unlockpt(s->master_fd_) != 0)
-    throw DeviceError("cannot open a pseudo-terminal: " + errno_text());
-  const char* name = ::ptsname(s->master_fd_);
-  if (name == nullptr) throw DeviceError("cannot name the pseudo-terminal: " + errno_text());
-  s->link_name_ = name;
-  s->slave_fd_ = ::open(name, O_RDWR | O_NOCTTY);
-  if (s->slave_fd_ < 0) throw DeviceError("cannot open " + s->link_name_ + ": " + errno_text());
-  termios tio{};
-  ::tcgetattr(s->slave_fd_, &tio);
-  ::cfmakeraw(&tio);
-  ::tcsetattr(s->slave_fd_, TCSANOW, &tio);
-  set_nonblocking(s->master_fd_);
+  std::tie(s->master_fd_, s->slave_fd_, s->link_name_) = open_raw_pty();
+  if (options.logger)
+    std::tie(s->logger_master_fd_, s->logger_slave_fd_, s->logger_link_name_) = open_raw_pty();
   return s;
 }
 
 std::unique_ptr<SimServer> SimServer::listen_tcp(const BoardProfile& board,
                                                  const SimServerOptions& options,
                                                  uint16_t port) {
+  if (options.logger) throw InputError("a simulated power logger needs a pty (--pty)");
   std::unique_ptr<SimServer> s(new SimServer(board, options));
   s->listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   if (s->listen_fd_ < 0) throw DeviceError("cannot create a socket: " + errno_text());
@@ -114,9 +135,16 @@ void SimServer::run(const std::atomic<bool>& stop) {
 
 void SimServer::serve_fd(int fd, const std::atomic<bool>& stop, bool is_pty) {
   const SteadyClock clock;
-  std::vector<uint8_t> out;
-  std::size_t out_pos = 0;
+  // Bytes waiting to go to the host on each link: the board's, and the logger's if any.
+  struct Outgoing {
+    std::vector<uint8_t> bytes;
+    std::size_t pos = 0;
+    [[nodiscard]] std::size_t pending() const { return bytes.size() - pos; }
+  };
+  Outgoing out, logger_out;
   uint8_t in[4096];
+  const bool has_logger = logger_master_fd_ >= 0;
+  auto logger_running = [&] { return board_.logger() != nullptr && board_.logger()->running(); };
 
   // True simulation time. Paced: wall time x speed. Unpaced: wall time, pushed forward
   // whenever the plan has been simulated further ahead.
@@ -129,10 +157,12 @@ void SimServer::serve_fd(int fd, const std::atomic<bool>& stop, bool is_pty) {
 
   while (!stop) {
     const bool was_running = board_.running();
-    if (board_.running() && out.size() - out_pos < kMaxPendingBytes) {
-      const int64_t target =
-          options_.speed > 0 ? now_true_ns() : board_.cursor_ns() + kUnpacedStepNs;
-      board_.advance_to(target, out);
+    const bool room = out.pending() < kMaxPendingBytes && logger_out.pending() < kMaxPendingBytes;
+    if ((board_.running() || logger_running()) && room) {
+      const int64_t target = options_.speed > 0 || !board_.running()
+                                 ? now_true_ns()
+                                 : board_.cursor_ns() + kUnpacedStepNs;
+      board_.advance_to(target, out.bytes, has_logger ? &logger_out.bytes : nullptr);
     }
     if (was_running && !board_.running() && !options_.truth_csv.empty())
       write_truth_csv(options_.truth_csv, board_);
@@ -151,36 +181,45 @@ void SimServer::serve_fd(int fd, const std::atomic<bool>& stop, bool is_pty) {
       return;
     }
 
-    const bool pending = out_pos < out.size();
-    const bool more_now = board_.running() && options_.speed <= 0 &&
-                          out.size() - out_pos < kMaxPendingBytes;
-    pollfd p{fd, static_cast<short>(POLLIN | (pending ? POLLOUT : 0)), 0};
-    const int timeout_ms = more_now ? 0 : (board_.running() ? 2 : 20);
-    const int ready = ::poll(&p, 1, timeout_ms);
+    const bool more_now = board_.running() && options_.speed <= 0 && room;
+    pollfd p[2] = {{fd, static_cast<short>(POLLIN | (out.pending() > 0 ? POLLOUT : 0)), 0},
+                   {logger_master_fd_,
+                    static_cast<short>(POLLIN | (logger_out.pending() > 0 ? POLLOUT : 0)), 0}};
+    const int timeout_ms = more_now ? 0 : (board_.running() || logger_running() ? 2 : 20);
+    const int ready = ::poll(p, has_logger ? 2 : 1, timeout_ms);
     if (ready < 0 && errno != EINTR) return;
     if (ready <= 0) continue;
 
-    if ((p.revents & POLLIN) != 0) {
+    if ((p[0].revents & POLLIN) != 0) {
       const ssize_t n = ::read(fd, in, sizeof in);
       if (n > 0) {
         const bool idle_before = !board_.running();
-        board_.receive(in, static_cast<std::size_t>(n), now_true_ns(), out);
+        board_.receive(in, static_cast<std::size_t>(n), now_true_ns(), out.bytes);
         if (idle_before && board_.running() && first_start_wall_ns_ < 0)
           first_start_wall_ns_ = clock.now_ns();
       } else if (n == 0 && !is_pty) {
         return;  // the host closed the TCP connection; wait for the next one
       }
     }
-    if ((p.revents & (POLLERR | POLLHUP)) != 0 && !is_pty) return;
-    if ((p.revents & POLLOUT) != 0 && out_pos < out.size()) {
-      const ssize_t n = ::write(fd, out.data() + out_pos, out.size() - out_pos);
-      if (n > 0) out_pos += static_cast<std::size_t>(n);
-      if (n < 0 && errno != EAGAIN && errno != EINTR && !is_pty) return;
-      if (out_pos == out.size()) {
-        out.clear();
-        out_pos = 0;
-      }
+    if (has_logger && (p[1].revents & POLLIN) != 0) {
+      const ssize_t n = ::read(logger_master_fd_, in, sizeof in);
+      if (n > 0)
+        board_.receive_logger(in, static_cast<std::size_t>(n), now_true_ns(), logger_out.bytes);
     }
+    if ((p[0].revents & (POLLERR | POLLHUP)) != 0 && !is_pty) return;
+    auto write_some = [&](int to, short revents, Outgoing& o) {
+      if ((revents & POLLOUT) == 0 || o.pending() == 0) return true;
+      const ssize_t n = ::write(to, o.bytes.data() + o.pos, o.pending());
+      if (n > 0) o.pos += static_cast<std::size_t>(n);
+      if (n < 0 && errno != EAGAIN && errno != EINTR && !is_pty) return false;
+      if (o.pending() == 0) {
+        o.bytes.clear();
+        o.pos = 0;
+      }
+      return true;
+    };
+    if (!write_some(fd, p[0].revents, out)) return;
+    if (has_logger) write_some(logger_master_fd_, p[1].revents, logger_out);
   }
 }
 

@@ -21,6 +21,9 @@ struct SimServerOptions {
   uint64_t seed = 1;
   /// When set, the true energy of every span is written here as CSV after each run.
   std::filesystem::path truth_csv;
+  /// Measure the board with a power logger on its own pty (its own link and clock) instead
+  /// of the board's own monitor. Pty only.
+  bool logger = false;
 };
 
 /// A simulated board behind a real byte link: a pseudo-terminal (the host opens its slave
@@ -41,6 +44,8 @@ class SimServer {
 
   /// What a host passes to `ergon record --port`: "/dev/pts/N" or "tcp:127.0.0.1:PORT".
   [[nodiscard]] const std::string& link_name() const { return link_name_; }
+  /// The power logger's pty ("/dev/pts/N"), when the options asked for one; else empty.
+  [[nodiscard]] const std::string& logger_link_name() const { return logger_link_name_; }
 
   void start();  ///< serve on a background thread
   void stop();   ///< stop serving and join; safe to call twice
@@ -57,8 +62,11 @@ class SimServer {
   SimBoard board_;
   SimServerOptions options_;
   std::string link_name_;
+  std::string logger_link_name_;
   int master_fd_ = -1;  ///< pty master
   int slave_fd_ = -1;   ///< kept open so the pty survives the host closing and reopening it
+  int logger_master_fd_ = -1;
+  int logger_slave_fd_ = -1;
   int listen_fd_ = -1;
   std::atomic<bool> stop_flag_{false};
   std::thread thread_;

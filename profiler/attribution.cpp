@@ -26,7 +26,7 @@ std::vector<probes::PowerSample> to_board_ticks(std::span<const probes::PowerSam
   return out;
 }
 
-ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz) {
+ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz, double max_drift_ppm) {
   ClockFit fit;
   fit.points_total = static_cast<int>(points.size());
   const double nominal = tick_hz > 0 ? 1e9 / static_cast<double>(tick_hz) : 1.0;
@@ -86,7 +86,7 @@ ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz) {
   const double b = sxy / sxx;
   const double a = my - b * mx;
   const double drift_ppm = (b / nominal - 1) * 1e6;
-  if (!std::isfinite(drift_ppm) || std::abs(drift_ppm) > kMaxPlausibleDriftPpm) {
+  if (!std::isfinite(drift_ppm) || std::abs(drift_ppm) > max_drift_ppm) {
     char buf[160];
     std::snprintf(buf, sizeof buf,
                   "the sync exchanges imply a drift of %.0f ppm, beyond any crystal (a simulator "

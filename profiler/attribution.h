@@ -37,14 +37,19 @@ inline constexpr double kMaxPlausibleDriftPpm = 500;
 /// NTP-style fit: each exchange gives (device midpoint, host midpoint) with an error of at
 /// most half its round trip; the exchanges within 1.5 x the fastest round trip (at least the
 /// fastest half) are fitted by least squares for offset and rate. Fewer than 3 usable
-/// exchanges, or a drift over kMaxPlausibleDriftPpm, give the nominal rate with a note.
-ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz);
+/// exchanges, or a drift over `max_drift_ppm`, give the nominal rate with a note. (Mapping one
+/// device's clock onto another's through host time needs the fitted rates whatever they are:
+/// pass infinity there.)
+ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz,
+                   double max_drift_ppm = kMaxPlausibleDriftPpm);
 
 /// Samples stamped by another device's clock (a power logger on the board's supply lead, an
 /// INA219 read by a second board), moved onto the board's clock: logger ticks to host time
 /// by the logger's fit, host time to board ticks by the inverse of the board's fit. Each fit
 /// comes from that device's own sync exchanges, so the two clocks may differ in rate and
-/// offset arbitrarily; what remains is the two fits' residuals at every window edge.
+/// offset arbitrarily; what remains is the two fits' residuals at every window edge. Fit
+/// both with no drift limit: a simulator running faster than real time looks like a wild
+/// drift to the host, but the same one on both devices, and it cancels.
 std::vector<probes::PowerSample> to_board_ticks(std::span<const probes::PowerSample> samples,
                                                 const ClockFit& logger, const ClockFit& board);
 

@@ -229,3 +229,30 @@ TEST_F(DatabaseTest, KilledWriterLosesOnlyTheUncommittedBatch) {
 
 }  // namespace
 }  // namespace ergon::costdb
+
+namespace ergon::costdb {
+namespace {
+
+TEST_F(DatabaseTest, ABoardRunRemembersItsPowerLoggerUntilTheLoggerRunIsDeleted) {
+  int64_t board_run = 0;
+  int64_t logger_run = 0;
+  {
+    Database db = Database::open(db_path());
+    BoardInfo logger = sim_board();
+    logger.kind = "power-logger";
+    logger.name = "logger-sim";
+    board_run = RunWriter(db, sim_board(), "/dev/pts/3", 1).run_id();
+    logger_run = RunWriter(db, logger, "/dev/pts/4", 1).run_id();
+    set_power_run(db, board_run, logger_run);
+    EXPECT_EQ(find_run(db, board_run)->power_run_id, logger_run);
+    EXPECT_FALSE(find_run(db, logger_run)->power_run_id);
+    EXPECT_THROW(set_power_run(db, board_run, board_run), InputError);
+    EXPECT_THROW(set_power_run(db, board_run, 99), InputError);
+  }
+  ASSERT_EQ(raw_exec(db_path(), "DELETE FROM runs WHERE id = " + std::to_string(logger_run)), 0);
+  Database db = Database::open_read_only(db_path());
+  EXPECT_FALSE(find_run(db, board_run)->power_run_id) << "no dangling link to a deleted run";
+}
+
+}  // namespace
+}  // namespace ergon::costdb

@@ -100,8 +100,9 @@ TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
     Database db = Database::open(db_path());
     RunWriter run(db, sim_board(), "sim", 1);
   }
-  // Turn the file back into schema version 1: drop what versions 2 and 3 added.
+  // Turn the file back into schema version 1: drop what versions 2 to 4 added.
   raw_exec(db_path(),
+           "DROP TRIGGER runs_delete_power_run; ALTER TABLE runs DROP COLUMN power_run_id; "
            "DROP TABLE run_attributions; DROP INDEX plans_key; ALTER TABLE plans DROP COLUMN objective; "
            "ALTER TABLE plans DROP COLUMN graph_digest; ALTER TABLE plans DROP COLUMN gap; "
            "ALTER TABLE plans DROP COLUMN energy_j; ALTER TABLE plans DROP COLUMN time_s; "

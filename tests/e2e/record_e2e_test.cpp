@@ -197,6 +197,54 @@ TEST_F(RecordEndToEnd, ADamagedUnpluggedRunAttributesEverySpanWhoseSamplesArrive
   }
 }
 
+// A board without a monitor of its own, measured by a power logger on a second pty with its
+// own clock: recorded together, linked, and attributed through both clock fits.
+TEST_F(RecordEndToEnd, ABoardMeasuredByAPowerLoggerOnItsOwnClockAttributesFromTheLoggersSamples) {
+  auto opts = devices::SimServerOptions{.speed = 5, .seed = 3, .logger = true};
+  auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), opts);
+  sim->start();
+  cli::RecordRequest req;
+  req.ports = {sim->link_name()};
+  req.logger_port = sim->logger_link_name();
+  req.db_path = db_path();
+  std::ostringstream out;
+  std::atomic<int> interrupts{0};
+  const auto outcomes = cli::record_boards(req, out, interrupts);
+  sim->stop();
+  ASSERT_EQ(outcomes.size(), 2U);
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+  ASSERT_EQ(outcomes[1].state, devices::SessionState::kCompleted) << outcomes[1].error;
+
+  auto db = costdb::Database::open(db_path());
+  const auto board_run = costdb::find_run(db, *outcomes[0].run_id);
+  const auto logger_run = costdb::find_run(db, *outcomes[1].run_id);
+  EXPECT_EQ(board_run->samples, 0U);
+  EXPECT_GT(logger_run->samples, 1000U);
+  EXPECT_EQ(logger_run->board_kind, "power-logger");
+  EXPECT_EQ(board_run->power_run_id, logger_run->id);
+  EXPECT_THROW(cli::attribute_run(db, logger_run->id), InputError);
+
+  const cli::AttributedRun a = cli::attribute_run(db, board_run->id);
+  EXPECT_EQ(a.samples, logger_run->samples);
+  const auto& truth = sim->board().truth();
+  const double idle_w = sim->board().board().idle_w;
+  EXPECT_NEAR(a.attribution.idle_power_w, idle_w, 0.01 * idle_w);
+  int compared = 0;
+  for (const auto& w : a.attribution.windows) {
+    if (w.span.phase == profiler::Phase::kIdle || w.samples < 50) continue;
+    ASSERT_TRUE(w.covered);
+    const auto t = std::find_if(truth.begin(), truth.end(), [&](const devices::TruthSpan& x) {
+      return x.begin_ticks == w.span.begin_ticks && x.op_id == w.span.op_id;
+    });
+    ASSERT_NE(t, truth.end());
+    const double true_net =
+        (t->power_w - idle_w) * static_cast<double>(t->end_ns - t->begin_ns) * 1e-9;
+    EXPECT_NEAR(w.net_energy_j, true_net, 0.03 * true_net) << "op " << w.span.op_id;
+    ++compared;
+  }
+  EXPECT_GT(compared, 20);
+}
+
 TEST_F(RecordEndToEnd, AttributedCostsListAsTableJsonAndCsvWithTheirOpShapes) {
   auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), unpaced(3));
   sim->start();
