@@ -176,7 +176,7 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
   auto db = costdb::Database::open_read_only(args.db);
   if (args.fit) {
     if (!args.board) throw InputError("--fit needs --board (the model is per board)");
-    const auto m = costdb::MeasuredCosts::from_database(db, *args.board);
+    const auto m = costdb::MeasuredCosts::from_database(db, *args.board, args.power_mode);
     auto line = [&](const char* what, const costdb::LinearFit& f, const char* x1, const char* x2,
                     const char* unit) {
       out << fmt::format("  {:<15} = {:.4g} {} + {}({:.4g} {}/{} x {}s, {:.4g} {}/{} x {}s)   "
@@ -184,8 +184,9 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
                          what, f.coef[0], unit, f.roofline ? "max" : "sum", f.coef[1], unit, x1,
                          x1, f.coef[2], unit, x2, x2, 100 * f.cv_median, 100 * f.cv_max, f.rows);
     };
-    out << fmt::format("cost model of {} from {} op shapes in {} run(s); idle {:.4g} W\n",
-                       *args.board, m.measured_ops(), m.runs(), m.idle_power_w());
+    out << fmt::format("cost model of {}{} from {} op shapes in {} run(s); idle {:.4g} W\n",
+                       *args.board, m.power_mode().empty() ? "" : " in mode " + m.power_mode(),
+                       m.measured_ops(), m.runs(), m.idle_power_w());
     line("compute time", m.compute_time_fit(), "FLOP", "byte", "s");
     const auto& p = m.compute_power();
     out << fmt::format("  compute energy  = time x {:.4g} W (compute-bound) or {:.4g} W (memory-bound)   "
@@ -202,7 +203,7 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
     out << "  measured shapes are used as measured; the fit serves every other shape\n";
     return 0;
   }
-  const auto rows = costdb::list_op_costs(db, args.board, args.run);
+  const auto rows = costdb::list_op_costs(db, args.board, args.run, args.power_mode);
   if (args.json) {
     nlohmann::json all = nlohmann::json::array();
     for (const auto& r : rows) {
@@ -213,7 +214,9 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
                      {"time_s_stddev", r.time_s_stddev ? nlohmann::json(*r.time_s_stddev) : nullptr},
                      {"gross_energy_j", r.gross_energy_j}, {"net_energy_j", r.net_energy_j},
                      {"energy_j_stddev", r.energy_j_stddev ? nlohmann::json(*r.energy_j_stddev) : nullptr},
-                     {"sample_count", r.sample_count}});
+                     {"sample_count", r.sample_count},
+                     {"power_mode", r.power_mode.empty() ? nlohmann::json(nullptr)
+                                                         : nlohmann::json(r.power_mode)}});
     }
     out << all.dump(2) << "\n";
     return 0;
@@ -227,13 +230,13 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
       csv = &file;
     }
     *csv << "run,board_kind,board_name,op_id,phase,kind,dims,flops,bytes_in,bytes_out,time_s,"
-            "time_s_stddev,gross_energy_j,net_energy_j,energy_j_stddev,sample_count\n";
+            "time_s_stddev,gross_energy_j,net_energy_j,energy_j_stddev,sample_count,power_mode\n";
     for (const auto& r : rows) {
-      *csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.9g},{},{:.9g},{:.9g},{},{}\n", r.run_id,
-                          r.board_kind, r.board_name, r.op_id, profiler::to_string(r.phase),
-                          r.op_kind, r.dims, r.flops, r.bytes_in, r.bytes_out, r.time_s,
-                          opt(r.time_s_stddev), r.gross_energy_j, r.net_energy_j,
-                          opt(r.energy_j_stddev), r.sample_count);
+      *csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.9g},{},{:.9g},{:.9g},{},{},{}\n",
+                          r.run_id, r.board_kind, r.board_name, r.op_id,
+                          profiler::to_string(r.phase), r.op_kind, r.dims, r.flops, r.bytes_in,
+                          r.bytes_out, r.time_s, opt(r.time_s_stddev), r.gross_energy_j,
+                          r.net_energy_j, opt(r.energy_j_stddev), r.sample_count, r.power_mode);
     }
     if (file.is_open() && !file) throw InputError("cannot write " + args.csv);
     return 0;
@@ -243,14 +246,14 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
         << " in " << args.db << " (attribute a run first: ergon attribute --run N)\n";
     return 0;
   }
-  out << fmt::format("{:>4}  {:<9} {:>3}  {:<9} {:<8} {:<18} {:>12} {:>12} {:>12} {:>10} {:>7}\n",
-                     "run", "board", "op", "phase", "kind", "dims", "time/rep", "net J/rep",
-                     "+- J (1 sd)", "gross J/rep", "samples");
+  out << fmt::format("{:>4}  {:<9} {:<13} {:>3}  {:<9} {:<8} {:<18} {:>12} {:>12} {:>12} {:>10} {:>7}\n",
+                     "run", "board", "mode", "op", "phase", "kind", "dims", "time/rep",
+                     "net J/rep", "+- J (1 sd)", "gross J/rep", "samples");
   for (const auto& r : rows) {
-    out << fmt::format("{:>4}  {:<9} {:>3}  {:<9} {:<8} {:<18} {:>10.4g} s {:>12.5g} {:>12.2g} {:>10.5g} {:>7}\n",
-                       r.run_id, r.board_kind, r.op_id, profiler::to_string(r.phase), r.op_kind,
-                       r.dims, r.time_s, r.net_energy_j, r.energy_j_stddev.value_or(0),
-                       r.gross_energy_j, r.sample_count);
+    out << fmt::format("{:>4}  {:<9} {:<13} {:>3}  {:<9} {:<8} {:<18} {:>10.4g} s {:>12.5g} {:>12.2g} {:>10.5g} {:>7}\n",
+                       r.run_id, r.board_kind, r.power_mode.empty() ? "-" : r.power_mode, r.op_id,
+                       profiler::to_string(r.phase), r.op_kind, r.dims, r.time_s, r.net_energy_j,
+                       r.energy_j_stddev.value_or(0), r.gross_energy_j, r.sample_count);
   }
   return 0;
 }

@@ -39,6 +39,7 @@ struct CostsArgs {
   bool json = false;
   std::string csv;  ///< write here instead of printing a table ("-": stdout)
   bool fit = false;  ///< print the board's fitted cost model instead (needs --board)
+  std::optional<std::string> power_mode;  ///< only runs in this mode
 };
 
 /// `ergon costs`: the op_costs table with boards and op shapes.

@@ -42,6 +42,7 @@ void DbSink::begin(const devices::BoardHello& hello, const devices::ProfilePlan&
   board.tick_hz = hello.tick_hz;
   board.ram_bytes = hello.ram_bytes;
   board.rails = hello.rails;
+  board.power_mode = hello.power_mode;
   writer_.emplace(db_, board, source_, host_ns + wall_offset_ns_);
   for (const auto& op : plan.ops) writer_->add_op(op.op_id, op.shape, op.phase);
 }

@@ -54,14 +54,15 @@ void print_runs(costdb::Database& db, std::ostream& out, const std::vector<int64
     out << "no runs in " << db.path().string() << "\n";
     return;
   }
-  out << fmt::format("{:>4}  {:<12} {:<14} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
-                     "run", "board", "name", "status", "started (UTC)", "samples", "spans",
-                     "sync", "lost", "crc", "source");
+  out << fmt::format("{:>4}  {:<12} {:<14} {:<13} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
+                     "run", "board", "name", "mode", "status", "started (UTC)", "samples",
+                     "spans", "sync", "lost", "crc", "source");
   for (const auto& r : runs) {
     const std::string source =
         r.power_run_id ? fmt::format("{} (power from run {})", r.source, *r.power_run_id) : r.source;
-    out << fmt::format("{:>4}  {:<12} {:<14} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
-                       r.id, r.board_kind, r.board_name, costdb::to_string(r.status),
+    out << fmt::format("{:>4}  {:<12} {:<14} {:<13} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
+                       r.id, r.board_kind, r.board_name, r.power_mode.empty() ? "-" : r.power_mode,
+                       costdb::to_string(r.status),
                        format_time(r.started_at_ns), r.samples, r.spans, r.sync_points,
                        r.counters.frames_lost, r.counters.crc_errors, source);
   }
@@ -95,6 +96,7 @@ struct SimArgs {
   uint64_t seed = 1;
   std::string truth;
   bool logger = false;
+  std::string power_mode;
 };
 
 int run_sim(const SimArgs& a) {
@@ -104,7 +106,8 @@ int run_sim(const SimArgs& a) {
                                 .disconnect_after_s = a.disconnect_after_s,
                                 .seed = a.seed,
                                 .truth_csv = a.truth,
-                                .logger = a.logger};
+                                .logger = a.logger,
+                                .power_mode = a.power_mode};
   std::unique_ptr<devices::SimServer> server =
       a.tcp_port >= 0
           ? devices::SimServer::listen_tcp(board, opt, static_cast<uint16_t>(a.tcp_port))
@@ -266,6 +269,9 @@ int main(int argc, char** argv) {
                     "measure the board with a power logger on a second pty, on its own clock, "
                     "instead of its own monitor (prints the logger's path on a second line)")
       ->excludes("--tcp");
+  sim_cmd->add_option("--power-mode", sim.power_mode,
+                      "run in this power mode (default: the board's first): tx2 MAXN, "
+                      "MAXP_CORE_ARM, MAXQ; pi4 1500MHz, 1000MHz, 600MHz");
 
   RecordRequest rec;
   std::string rec_board;
@@ -323,6 +329,7 @@ int main(int argc, char** argv) {
   costs_cmd->add_option("--db", costs.db, "database file")->capture_default_str();
   costs_cmd->add_option("--board", costs.board, "only this board kind: " + devices::board_names());
   costs_cmd->add_option("--run", costs.run, "only this run");
+  costs_cmd->add_option("--power-mode", costs.power_mode, "only runs in this power mode");
   costs_cmd->add_flag("--json", costs.json, "print as JSON");
   costs_cmd->add_option("--csv", costs.csv, "write CSV to this file (- for stdout)");
   costs_cmd->add_flag("--fit", costs.fit,
@@ -342,6 +349,9 @@ int main(int argc, char** argv) {
     cmd->add_option("--db", plan.db,
                     "take the board's measured costs from this database (ergon attribute); "
                     "default: its published profile");
+    cmd->add_option("--power-mode", plan.power_mode,
+                    "the board's power mode (costs differ by mode): measured costs of runs in "
+                    "that mode, or the profile scaled to it (see ergon sim --help)");
   };
   auto* plan_cmd = app.add_subcommand(
       "plan", "find the minimum-energy schedule under a memory budget and a deadline");
@@ -399,6 +409,8 @@ int main(int argc, char** argv) {
                   "measured costs come from here; plan, run and validation are stored here")
         ->capture_default_str();
     c->add_option("--port", validate_args.port, "a board running the agent (default: simulator)");
+    c->add_option("--power-mode", validate_args.plan.power_mode,
+                  "the board's power mode: costs of that mode, and the simulator runs in it");
     c->add_option("--plan", validate_args.plan_id,
                   "validate this stored plan (an id from ergon pareto or an earlier validate)");
     c->add_flag("--json", validate_args.json, "print the result as JSON");
@@ -450,6 +462,8 @@ int main(int argc, char** argv) {
     c->add_option("--db", pareto.db, "database that stores every plan (a rerun resumes)")
         ->capture_default_str();
     c->add_flag("--fresh", pareto.fresh, "solve again even what the database holds");
+    c->add_option("--power-mode", pareto.graph.power_mode,
+                  "the board's power mode (see ergon plan --help)");
     c->add_flag("--measured", pareto.measured,
                 "cost the graph with the board's measurements in --db (ergon attribute) "
                 "instead of its published profile");

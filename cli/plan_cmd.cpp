@@ -1,6 +1,7 @@
 #include "cli/plan_cmd.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -97,25 +98,51 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
     if (cost_source) *cost_source = "costs: as given in " + args.graph_file;
     return planner::read_graph_json(args.graph_file);
   }
-  const auto board = devices::find_board(args.board);
+  auto board = devices::find_board(args.board);
   if (!board)
     throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
+  if (!args.power_mode.empty()) {
+    board = devices::in_mode(*board, args.power_mode);
+    if (!board)
+      throw InputError("board " + args.board + " has no power mode '" + args.power_mode +
+                       "' (it has " + devices::power_mode_names(*devices::find_board(args.board)) +
+                       ")");
+  }
   const auto forward = args.model.empty() ? planner::import_onnx(args.onnx_file, args.batch)
                                           : planner::zoo_model(args.model, args.batch);
   std::optional<MeasuredCostModel> measured;
-  std::string source = "costs: the published profile of " + args.board;
+  const std::string profile = fmt::format("the published profile of {} ({})", args.board,
+                                          board->power_mode);
+  std::string source = "costs: " + profile;
   if (!args.db.empty()) {
+    std::optional<costdb::Database> db;
     try {
-      auto db = costdb::Database::open_read_only(args.db);
-      measured.emplace(costdb::MeasuredCosts::from_database(db, args.board));
-      const auto& c = measured->costs();
-      source = fmt::format(
-          "costs: measured on {} ({} op shapes from {} run(s) in {}; elsewhere a fit with "
-          "cross-validated error {:.1f} % in time, {:.1f} % in energy (median))",
-          args.board, c.measured_ops(), c.runs(), args.db, 100 * c.compute_time_fit().cv_median,
-          100 * c.compute_power().cv_median);
+      db.emplace(costdb::Database::open_read_only(args.db));
     } catch (const Error& e) {
-      source = "warning: " + std::string(e.what()) + "; using the published profile of " + args.board;
+      source = "warning: " + std::string(e.what()) + "; using " + profile;
+    }
+    if (db) {
+      // Costs measured in several modes cannot stand in for one another: choosing is the
+      // user's call, not a reason to fall back.
+      const auto modes = costdb::measured_power_modes(*db, args.board);
+      if (args.power_mode.empty() && modes.size() > 1)
+        throw InputError(fmt::format("{} has costs measured in power modes {} in {}: choose one "
+                                     "with --power-mode",
+                                     args.board, fmt::join(modes, ", "), args.db));
+      try {
+        const std::optional<std::string> mode =
+            args.power_mode.empty() ? std::nullopt : std::optional<std::string>(args.power_mode);
+        measured.emplace(costdb::MeasuredCosts::from_database(*db, args.board, mode));
+        const auto& c = measured->costs();
+        source = fmt::format(
+            "costs: measured on {}{} ({} op shapes from {} run(s) in {}; elsewhere a fit with "
+            "cross-validated error {:.1f} % in time, {:.1f} % in energy (median))",
+            args.board, c.power_mode().empty() ? "" : " in mode " + c.power_mode(),
+            c.measured_ops(), c.runs(), args.db, 100 * c.compute_time_fit().cv_median,
+            100 * c.compute_power().cv_median);
+      } catch (const Error& e) {
+        source = "warning: " + std::string(e.what()) + "; using " + profile;
+      }
     }
   }
   auto graph = measured ? planner::build_training_graph(forward, *measured)

@@ -28,6 +28,9 @@ struct PlanArgs {
   std::string out;
   /// Cost database to take the board's measured costs from (empty: the board's profile).
   std::string db;
+  /// The board's power mode (its costs differ by mode); empty: the measured runs' only mode,
+  /// or the profile's default.
+  std::string power_mode;
 };
 
 /// "3000000", "2MiB", "1.5MB", "512KiB", or "50%" of `store_all_bytes`.

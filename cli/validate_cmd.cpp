@@ -84,7 +84,9 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   if (args.port.empty()) {
     const auto board = devices::find_board(board_name);
     if (!board) throw InputError("unknown board '" + board_name + "'");
-    sim = devices::SimServer::open_pty(*board, devices::SimServerOptions{.speed = 0, .seed = 1});
+    sim = devices::SimServer::open_pty(
+        *board, devices::SimServerOptions{.speed = 0, .seed = 1,
+                                          .power_mode = args.plan.power_mode});
     sim->start();
     rec.ports = {sim->link_name()};
   } else {

@@ -121,13 +121,23 @@ std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>>
   return fit;
 }
 
-MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& board) {
+MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& board,
+                                           const std::optional<std::string>& power_mode) {
   MeasuredCosts m;
   std::set<int64_t> runs;
   std::vector<double> idle;
   // The same shape measured in several runs is averaged.
   std::map<std::tuple<std::string, int, uint64_t, uint64_t>, std::vector<const OpCostRow*>> by_shape;
-  const auto rows = list_op_costs(db, board, std::nullopt);
+  const auto rows = list_op_costs(db, board, std::nullopt, power_mode);
+  std::set<std::string> modes;
+  for (const OpCostRow& r : rows) modes.insert(r.power_mode);
+  if (!power_mode && modes.size() > 1) {
+    std::string names;
+    for (const auto& mode : modes) names += (names.empty() ? "" : ", ") + (mode.empty() ? "(none)" : mode);
+    throw InputError("board " + board + " has costs measured in several power modes (" + names +
+                     "): choose one with --power-mode");
+  }
+  if (!modes.empty()) m.power_mode_ = *modes.begin();
   for (const OpCostRow& r : rows) {
     if (r.op_kind.empty() || r.op_kind == "idle" || r.time_s <= 0) continue;
     // Windows of a profile plan span >= 50 samples; shorter ones (a schedule's steps, run
@@ -271,16 +281,21 @@ MeasuredCosts::Cost MeasuredCosts::page_out(uint64_t bytes) const {
 }
 
 int rebuild_paging_costs(Database& database, const std::string& board_kind) {
-  // (direction, bytes) -> mean time and gross energy over the runs that measured it.
-  std::map<std::pair<int, uint64_t>, std::pair<double, double>> sums;
-  std::map<std::pair<int, uint64_t>, int> counts;
+  // (power mode, direction, bytes) -> summed time and gross energy over the runs that
+  // measured it, and how many.
+  struct Sum {
+    double time_s = 0;
+    double energy_j = 0;
+    int count = 0;
+  };
+  std::map<std::tuple<std::string, int, uint64_t>, Sum> sums;
   for (const OpCostRow& r : list_op_costs(database, board_kind, std::nullopt)) {
     if (r.op_kind != "paging" || r.time_s <= 0) continue;
     if (r.sample_count < MeasuredCosts::kMinSamplesPerShape) continue;
-    const std::pair<int, uint64_t> key{static_cast<int>(r.phase), r.bytes_in};
-    sums[key].first += r.time_s;
-    sums[key].second += r.gross_energy_j;
-    ++counts[key];
+    Sum& s = sums[{r.power_mode, static_cast<int>(r.phase), r.bytes_in}];
+    s.time_s += r.time_s;
+    s.energy_j += r.gross_energy_j;
+    ++s.count;
   }
   auto& db = database.impl();
   if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
@@ -296,29 +311,50 @@ int rebuild_paging_costs(Database& database, const std::string& board_kind) {
     clear.bind(1, id);
     clear.run(doing);
   }
+  // The mode's id under any board of the kind (modes are per board).
+  detail::Statement mode_id(db.db,
+                            "SELECT m.id FROM power_modes m JOIN boards b ON b.id = m.board_id "
+                            "WHERE b.kind = ?1 AND m.name = ?2 ORDER BY m.id LIMIT 1",
+                            db.path);
   detail::Statement insert(
       db.db,
-      "INSERT INTO paging_costs (board_id, storage, bytes, direction, latency_s, "
-      "bandwidth_bytes_per_s, energy_j_per_byte) VALUES (?1, 'default', ?2, ?3, ?4, ?5, ?6)",
+      "INSERT INTO paging_costs (board_id, power_mode_id, storage, bytes, direction, latency_s, "
+      "bandwidth_bytes_per_s, energy_j_per_byte) VALUES (?1, ?7, 'default', ?2, ?3, ?4, ?5, ?6)",
       db.path);
+  std::set<std::string> modes;
+  for (const auto& [key, sum] : sums) modes.insert(std::get<0>(key));
   int written = 0;
-  for (const profiler::Phase phase : {profiler::Phase::kPageIn, profiler::Phase::kPageOut}) {
-    std::vector<std::array<double, 3>> rows;
-    for (const auto& [key, sum] : sums)
-      if (key.first == static_cast<int>(phase))
-        rows.push_back({static_cast<double>(key.second), 0, sum.first / counts[key]});
-    const auto fit = fit_non_negative(rows);
-    if (!fit || fit->coef[1] <= 0) continue;
-    for (const auto& [key, sum] : sums) {
-      if (key.first != static_cast<int>(phase)) continue;
-      insert.bind(1, boards.front());
-      insert.bind(2, key.second);
-      insert.bind(3, std::string_view(phase == profiler::Phase::kPageIn ? "in" : "out"));
-      insert.bind(4, fit->coef[0]);
-      insert.bind(5, 1 / fit->coef[1]);
-      insert.bind(6, sum.second / counts[key] / static_cast<double>(key.second));
-      insert.run(doing);
-      ++written;
+  for (const std::string& mode : modes) {
+    std::optional<int64_t> mode_row;
+    if (!mode.empty()) {
+      mode_id.bind(1, std::string_view(board_kind));
+      mode_id.bind(2, std::string_view(mode));
+      if (mode_id.step(doing)) mode_row = mode_id.column_int64(0);
+      mode_id.reset();
+    }
+    for (const profiler::Phase phase : {profiler::Phase::kPageIn, profiler::Phase::kPageOut}) {
+      auto in_group = [&](const auto& key) {
+        return std::get<0>(key) == mode && std::get<1>(key) == static_cast<int>(phase);
+      };
+      std::vector<std::array<double, 3>> rows;
+      for (const auto& [key, sum] : sums)
+        if (in_group(key)) rows.push_back({static_cast<double>(std::get<2>(key)), 0, sum.time_s / sum.count});
+      const auto fit = fit_non_negative(rows);
+      if (!fit || fit->coef[1] <= 0) continue;
+      for (const auto& [key, sum] : sums) {
+        if (!in_group(key)) continue;
+        const uint64_t bytes = std::get<2>(key);
+        insert.bind(1, boards.front());
+        insert.bind(2, bytes);
+        insert.bind(3, std::string_view(phase == profiler::Phase::kPageIn ? "in" : "out"));
+        insert.bind(4, fit->coef[0]);
+        insert.bind(5, 1 / fit->coef[1]);
+        insert.bind(6, sum.energy_j / sum.count / static_cast<double>(bytes));
+        if (mode_row) insert.bind(7, *mode_row);
+        else insert.bind_null(7);
+        insert.run(doing);
+        ++written;
+      }
     }
   }
   return written;

@@ -54,9 +54,14 @@ class MeasuredCosts {
   /// Measurements over fewer samples than this (in all of a shape's windows) are left out.
   static constexpr uint32_t kMinSamplesPerShape = 50;
 
-  /// Every attributed op of board kind `board` in the database. Throws InputError when there
-  /// are too few to fit (fewer than 3 compute ops, or no page-in or page-out of 2 sizes).
-  static MeasuredCosts from_database(Database& db, const std::string& board);
+  /// Every attributed op of board kind `board` in the database, from the runs in
+  /// `power_mode` (costs differ by mode). Without a mode, the board's runs must all be in one
+  /// (or not say). Throws InputError when there are too few to fit (fewer than 3 compute ops,
+  /// or no page-in or page-out of 2 sizes), or when a mode must be chosen.
+  static MeasuredCosts from_database(Database& db, const std::string& board,
+                                     const std::optional<std::string>& power_mode = std::nullopt);
+  /// The power mode the costs were measured in (empty when the runs did not say).
+  [[nodiscard]] const std::string& power_mode() const { return power_mode_; }
 
   struct Cost {
     double time_s = 0;
@@ -111,6 +116,7 @@ class MeasuredCosts {
   LinearFit pagein_time_, pageout_time_;
   double pagein_power_w_ = 0, pageout_power_w_ = 0;
   double idle_power_w_ = 0;
+  std::string power_mode_;
   int runs_ = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "common/error.h"
 #include "costdb/database_impl.h"
@@ -167,23 +168,28 @@ std::optional<RunAttributionRow> find_attribution(Database& database, int64_t ru
 }
 
 std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std::string>& board_kind,
-                                     std::optional<int64_t> run_id) {
+                                     std::optional<int64_t> run_id,
+                                     const std::optional<std::string>& power_mode) {
   auto& db = database.impl();
   detail::Statement q(
       db.db,
       "SELECT c.run_id, c.op_id, c.phase, c.time_s, c.time_s_stddev, c.gross_energy_j, "
       "c.net_energy_j, c.energy_j_stddev, c.sample_count, b.kind, b.name, s.kind, s.dims, "
-      "s.flops, s.bytes_in, s.bytes_out "
+      "s.flops, s.bytes_in, s.bytes_out, m.name "
       "FROM op_costs c JOIN runs r ON r.id = c.run_id JOIN boards b ON b.id = r.board_id "
+      "LEFT JOIN power_modes m ON m.id = r.power_mode_id "
       "LEFT JOIN run_ops o ON o.run_id = c.run_id AND o.op_id = c.op_id "
       "LEFT JOIN op_shapes s ON s.id = o.shape_id "
       "WHERE (?1 IS NULL OR b.kind = ?1) AND (?2 IS NULL OR c.run_id = ?2) "
+      "AND (?3 IS NULL OR m.name = ?3) "
       "ORDER BY b.kind, b.name, c.run_id, c.op_id, c.phase",
       db.path);
   if (board_kind) q.bind(1, std::string_view(*board_kind));
   else q.bind_null(1);
   if (run_id) q.bind(2, *run_id);
   else q.bind_null(2);
+  if (power_mode) q.bind(3, std::string_view(*power_mode));
+  else q.bind_null(3);
   std::vector<OpCostRow> rows;
   while (q.step("cannot read op costs")) {
     OpCostRow r;
@@ -203,9 +209,17 @@ std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std
     r.flops = q.column_uint64(13);
     r.bytes_in = q.column_uint64(14);
     r.bytes_out = q.column_uint64(15);
+    if (!q.column_is_null(16)) r.power_mode = q.column_text(16);
     rows.push_back(std::move(r));
   }
   return rows;
+}
+
+std::vector<std::string> measured_power_modes(Database& db, const std::string& board_kind) {
+  std::set<std::string> modes;
+  for (const OpCostRow& r : list_op_costs(db, board_kind, std::nullopt))
+    if (!r.power_mode.empty()) modes.insert(r.power_mode);
+  return {modes.begin(), modes.end()};
 }
 
 }  // namespace ergon::costdb

@@ -39,6 +39,7 @@ struct OpCostRow {
   // Read back with the row (ignored when writing):
   std::string board_kind;
   std::string board_name;
+  std::string power_mode;  ///< the run's; empty when the board did not say
   std::string op_kind;  ///< conv2d, linear, ... (empty when the op is not declared)
   std::string dims;
   uint64_t flops = 0;
@@ -73,9 +74,13 @@ void replace_attribution(Database& db, int64_t run_id, const RunAttributionRow& 
 /// The run's run_attributions row; nullopt when it was never attributed.
 std::optional<RunAttributionRow> find_attribution(Database& db, int64_t run_id);
 
-/// op_costs rows with their board and op shape, by board, run, op id and phase; optionally
-/// only one board kind or one run.
+/// The power modes a board kind's attributed costs were measured in (empty names left out).
+std::vector<std::string> measured_power_modes(Database& db, const std::string& board_kind);
+
+/// op_costs rows with their board, power mode and op shape, by board, run, op id and phase;
+/// optionally only one board kind, one run, or the runs in one power mode.
 std::vector<OpCostRow> list_op_costs(Database& db, const std::optional<std::string>& board_kind,
-                                     std::optional<int64_t> run_id);
+                                     std::optional<int64_t> run_id,
+                                     const std::optional<std::string>& power_mode = std::nullopt);
 
 }  // namespace ergon::costdb

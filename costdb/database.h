@@ -58,6 +58,8 @@ struct BoardInfo {
   uint64_t tick_hz = 0;
   uint64_t ram_bytes = 0;
   std::vector<probes::Rail> rails;
+  /// The power mode the run is recorded in (power_modes table); empty when unknown.
+  std::string power_mode;
 };
 
 using profiler::SyncPoint;
@@ -120,6 +122,7 @@ struct RunSummary {
   LinkCounters counters;
   /// The power logger's run that measured this board (its samples are on the logger's clock).
   std::optional<int64_t> power_run_id;
+  std::string power_mode;  ///< empty when the board did not say
 };
 
 std::vector<RunSummary> list_runs(Database& db);

@@ -28,7 +28,8 @@ std::string run_summary_sql(std::string_view samples_count, std::string_view tai
       "(SELECT COUNT(*) FROM op_spans s WHERE s.run_id = r.id), ";
   sql += samples_count;
   sql +=
-      ", (SELECT COUNT(*) FROM sync_points y WHERE y.run_id = r.id), r.power_run_id "
+      ", (SELECT COUNT(*) FROM sync_points y WHERE y.run_id = r.id), r.power_run_id, "
+      "(SELECT m.name FROM power_modes m WHERE m.id = r.power_mode_id) "
       "FROM runs r JOIN boards b ON b.id = r.board_id ";
   sql += tail;
   return sql;
@@ -61,6 +62,7 @@ RunSummary read_summary(const detail::Statement& row, const std::filesystem::pat
   run.samples = row.column_uint64(16);
   run.sync_points = row.column_uint64(17);
   if (!row.column_is_null(18)) run.power_run_id = row.column_int64(18);
+  if (!row.column_is_null(19)) run.power_mode = row.column_text(19);
   return run;
 }
 

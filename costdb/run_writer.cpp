@@ -115,13 +115,28 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
     probe_upsert.run(doing_board);
   }
 
-  detail::Statement run_insert(db.db,
-                               "INSERT INTO runs (board_id, source, started_at_ns, status) "
-                               "VALUES (?1, ?2, ?3, 'recording') RETURNING id",
-                               db.path);
+  std::optional<int64_t> mode_id;
+  if (!board.power_mode.empty()) {
+    detail::Statement mode_upsert(
+        db.db,
+        "INSERT INTO power_modes (board_id, name) VALUES (?1, ?2) "
+        "ON CONFLICT (board_id, name) DO UPDATE SET name = excluded.name RETURNING id",
+        db.path);
+    mode_upsert.bind(1, board_id);
+    mode_upsert.bind(2, std::string_view(board.power_mode));
+    mode_id = single_id(mode_upsert, db.path, doing_board);
+  }
+
+  detail::Statement run_insert(
+      db.db,
+      "INSERT INTO runs (board_id, source, started_at_ns, status, power_mode_id) "
+      "VALUES (?1, ?2, ?3, 'recording', ?4) RETURNING id",
+      db.path);
   run_insert.bind(1, board_id);
   run_insert.bind(2, source);
   run_insert.bind(3, started_at_ns);
+  if (mode_id) run_insert.bind(4, *mode_id);
+  else run_insert.bind_null(4);
   impl_->run_id = single_id(run_insert, db.path, "cannot start a run of " + board.name);
 
   const std::string of_run = " of run " + std::to_string(impl_->run_id);

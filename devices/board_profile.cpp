@@ -36,6 +36,12 @@ std::vector<BoardProfile> make_profiles() {
   tx2.shunt_noise_v = 20e-6;
   tx2.ina219 = {.shunt_ohm = 0.02, .current_lsb_a = 100e-6};
   tx2.rail_name = "VDD_IN";
+  // nvpmodel: MAXN (all cores at 2.0 GHz), MAXP_CORE_ARM (1.4 GHz), MAXQ (1.2 GHz, lower
+  // voltage). The profile's figures are MAXN's.
+  tx2.power_modes = {{"MAXN", "nvpmodel 0: CPU at 2.0 GHz", 1.0, 1.0},
+                     {"MAXP_CORE_ARM", "nvpmodel 3: CPU at 1.4 GHz", 0.7, 0.5},
+                     {"MAXQ", "nvpmodel 1: CPU at 1.2 GHz, lower voltage", 0.6, 0.35}};
+  tx2.power_mode = tx2.power_modes.front().name;
   boards.push_back(tx2);
 
   BoardProfile pi4;
@@ -62,6 +68,11 @@ std::vector<BoardProfile> make_profiles() {
   pi4.shunt_noise_v = 20e-6;
   pi4.ina219 = {.shunt_ohm = 0.1, .current_lsb_a = 100e-6};
   pi4.rail_name = "5V";
+  // cpufreq: the A72's default 1.5 GHz, and lower fixed frequencies (voltage follows).
+  pi4.power_modes = {{"1500MHz", "cpufreq 1.5 GHz (default)", 1.0, 1.0},
+                     {"1000MHz", "cpufreq 1.0 GHz", 0.667, 0.42},
+                     {"600MHz", "cpufreq 600 MHz", 0.4, 0.2}};
+  pi4.power_mode = pi4.power_modes.front().name;
   boards.push_back(pi4);
 
   BoardProfile nrf;
@@ -88,6 +99,8 @@ std::vector<BoardProfile> make_profiles() {
   nrf.shunt_noise_v = 10e-6;
   nrf.ina219 = {.shunt_ohm = 1.0, .current_lsb_a = 10e-6};
   nrf.rail_name = "VDD";
+  nrf.power_modes = {{"64MHz", "the M4F's only clock", 1.0, 1.0}};
+  nrf.power_mode = nrf.power_modes.front().name;
   boards.push_back(nrf);
 
   BoardProfile mkr;
@@ -114,6 +127,8 @@ std::vector<BoardProfile> make_profiles() {
   mkr.shunt_noise_v = 10e-6;
   mkr.ina219 = {.shunt_ohm = 1.0, .current_lsb_a = 10e-6};
   mkr.rail_name = "VIN";
+  mkr.power_modes = {{"48MHz", "the M0+'s only clock", 1.0, 1.0}};
+  mkr.power_mode = mkr.power_modes.front().name;
   boards.push_back(mkr);
 
   return boards;
@@ -165,6 +180,34 @@ OpTruth paging_truth(const BoardProfile& board, uint64_t bytes, Phase direction)
   const double latency = in ? board.pagein_latency_s : board.pageout_latency_s;
   return {.time_s = latency + static_cast<double>(bytes) / bw,
           .power_w = board.idle_w + board.storage_w};
+}
+
+std::optional<BoardProfile> in_mode(const BoardProfile& board, std::string_view mode) {
+  for (const PowerMode& m : board.power_modes) {
+    if (m.name != mode) continue;
+    // The figures are the current mode's: scale from it.
+    const PowerMode* base = &board.power_modes.front();
+    for (const PowerMode& c : board.power_modes)
+      if (c.name == board.power_mode) base = &c;
+    BoardProfile b = board;
+    const double speed = m.speed / base->speed;
+    b.flops_per_s *= speed;
+    b.mem_bytes_per_s *= speed;
+    b.op_overhead_s /= speed;
+    b.compute_w *= m.dynamic_power / base->dynamic_power;
+    b.power_mode = m.name;
+    return b;
+  }
+  return std::nullopt;
+}
+
+std::string power_mode_names(const BoardProfile& board) {
+  std::string names;
+  for (const PowerMode& m : board.power_modes) {
+    if (!names.empty()) names += ", ";
+    names += m.name;
+  }
+  return names;
 }
 
 SupplyReading supply_reading(const BoardProfile& board, double power_w) {

@@ -14,6 +14,16 @@ namespace ergon::devices {
 
 using protocol::BoardKind;
 
+/// A setting of a board's clocks or power limit (Jetson nvpmodel mode, Linux cpufreq
+/// frequency) and what it does to compute: ops run `speed` times as fast and draw
+/// `dynamic_power` times the dynamic power (idle power and paging are unchanged).
+struct PowerMode {
+  std::string_view name;
+  std::string_view description;
+  double speed = 1;
+  double dynamic_power = 1;
+};
+
 /// What a board is and costs: the simulator's ground truth and the host's descriptor.
 /// Figures from DESIGN.md's published POET platform profiles where they exist; the rest
 /// (idle power, noise, drift) are typical values for such boards.
@@ -45,7 +55,16 @@ struct BoardProfile {
   double shunt_noise_v = 0;      ///< sensor noise (1 sigma) on the shunt voltage
   probes::Ina219Config ina219;
   std::string_view rail_name;
+  /// The power modes the board offers, its default (the profile's figures) first.
+  std::vector<PowerMode> power_modes;
+  /// The mode the figures above describe (in_mode() sets it).
+  std::string_view power_mode;
 };
+
+/// The board's figures in one of its power modes; nullopt when it has no mode of that name.
+std::optional<BoardProfile> in_mode(const BoardProfile& board, std::string_view mode);
+/// "1500MHz, 1000MHz, 600MHz": the board's mode names, for messages.
+std::string power_mode_names(const BoardProfile& board);
 
 /// All simulated boards, in CLI order.
 const std::vector<BoardProfile>& board_profiles();

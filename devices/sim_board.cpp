@@ -1,5 +1,7 @@
 #include "devices/sim_board.h"
 
+#include "common/error.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -15,8 +17,22 @@ constexpr int64_t kReplyLatencyNs = 20'000;        // device time between rx and
 
 }  // namespace
 
+namespace {
+
+BoardProfile board_in_mode(const BoardProfile& board, const std::string& mode) {
+  if (mode.empty()) return board;
+  auto b = in_mode(board, mode);
+  if (!b)
+    throw InputError("board " + std::string(board.name) + " has no power mode '" + mode +
+                     "' (it has " + power_mode_names(board) + ")");
+  return *b;
+}
+
+}  // namespace
+
 SimBoard::SimBoard(const BoardProfile& board, const SimBoardOptions& options)
-    : board_(board), options_(options), ina_(board.ina219), rng_(options.seed) {
+    : board_(board_in_mode(board, options.power_mode)), options_(options), ina_(board.ina219),
+      rng_(options.seed) {
   if (options.external_logger) logger_.emplace(board, *options.external_logger);
   sample_period_ns_ = static_cast<int64_t>(std::llround(ina_.sample_period_s() * 1e9));
 }
@@ -75,6 +91,7 @@ void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
       const std::string name = std::string(board_.name) + "-sim";
       proto::copy_text(hello.board_name, name.c_str());
       // Measured by an external logger: no rail of its own.
+      proto::copy_text(hello.power_mode, std::string(board_.power_mode).c_str());
       hello.rail_count = logger_ ? 0 : 1;
       hello.rails[0].id = 0;
       proto::copy_text(hello.rails[0].name, std::string(board_.rail_name).c_str());

@@ -50,6 +50,8 @@ struct SimBoardOptions {
   /// Set: the board has no power monitor of its own; a power logger on its supply lead (a
   /// second device, on its own link and clock) measures it instead.
   std::optional<PowerLoggerOptions> external_logger;
+  /// The power mode the board runs in (BoardProfile::power_modes); empty: its default.
+  std::string power_mode;
 };
 
 /// A simulated board running the Ergon agent, without any I/O: host bytes go in through

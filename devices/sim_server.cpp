@@ -39,7 +39,8 @@ SimServer::SimServer(const BoardProfile& board, const SimServerOptions& options)
                              .external_logger = options.logger
                                                     ? std::optional<PowerLoggerOptions>(
                                                           PowerLoggerOptions{.seed = options.seed + 1})
-                                                    : std::nullopt}),
+                                                    : std::nullopt,
+                             .power_mode = options.power_mode}),
       options_(options) {}
 
 SimServer::~SimServer() {

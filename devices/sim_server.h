@@ -24,6 +24,8 @@ struct SimServerOptions {
   /// Measure the board with a power logger on its own pty (its own link and clock) instead
   /// of the board's own monitor. Pty only.
   bool logger = false;
+  /// The board's power mode (BoardProfile::power_modes); empty: its default.
+  std::string power_mode;
 };
 
 /// A simulated board behind a real byte link: a pseudo-terminal (the host opens its slave

@@ -202,6 +202,7 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
   hello.protocol_version = msg.protocol_version;
   hello.tick_hz = msg.tick_hz;
   hello.ram_bytes = msg.ram_bytes;
+  hello.power_mode = msg.power_mode;
   for (uint8_t i = 0; i < msg.rail_count; ++i)
     hello.rails.push_back({msg.rails[i].id, msg.rails[i].name});
 

@@ -28,6 +28,7 @@ struct BoardHello {
   uint64_t tick_hz = 0;
   uint64_t ram_bytes = 0;
   std::vector<probes::Rail> rails;
+  std::string power_mode;  ///< as the board runs now; empty when it did not say
 };
 
 /// Data faults the host saw on a link: counted and stored, never fatal.

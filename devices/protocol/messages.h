@@ -50,6 +50,8 @@ struct Hello {
   char board_name[kNameBytes + 1] = {};
   uint8_t rail_count = 0;
   RailInfo rails[kMaxRails];
+  /// The board's power mode as it runs now (nvpmodel mode, cpufreq setting); since v2.
+  char power_mode[kNameBytes + 1] = {};
 
   bool write(Writer& w) const {
     w.u16(protocol_version);
@@ -64,6 +66,7 @@ struct Hello {
       w.u8(rails[i].id);
       w.text(rails[i].name, kNameBytes);
     }
+    w.text(power_mode, kNameBytes);
     return w.ok();
   }
   bool read(Reader& r) {
@@ -79,6 +82,7 @@ struct Hello {
       rails[i].id = r.u8();
       r.text(rails[i].name, kNameBytes);
     }
+    r.text(power_mode, kNameBytes);
     return r.ok() && tick_hz != 0;
   }
 };

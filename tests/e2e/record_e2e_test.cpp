@@ -146,7 +146,7 @@ TEST_F(RecordEndToEnd, UnpluggedBoardEndsTheRunAsDisconnectedAndKeepsItsData) {
 
 TEST_F(RecordEndToEnd, ADamagedUnpluggedRunAttributesEverySpanWhoseSamplesArrived) {
   auto opts = devices::SimServerOptions{.speed = 5, .corrupt_probability = 0.0005,
-                                        .disconnect_after_s = 1.5, .seed = 7};
+                                        .disconnect_after_s = 2.5, .seed = 7};
   auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), opts);
   sim->start();
   const auto outcomes = record({sim->link_name()});
@@ -339,6 +339,69 @@ TEST_F(RecordEndToEnd, MeasuredCostsPredictShapesTheBoardNeverRanAndThePlannerUs
   const auto fallback = cli::plan(args, false);
   EXPECT_NE(fallback.cost_source.find("warning: no attributed costs of board tx2"), std::string::npos)
       << fallback.cost_source;
+}
+
+// The same Pi 4 recorded at 1.5 GHz and at 600 MHz: each run carries the mode the board
+// reported, costs are kept apart by mode, and the planner makes the user choose.
+TEST_F(RecordEndToEnd, CostsAreKeptApartByThePowerModeTheBoardRanIn) {
+  const auto board = *devices::find_board("pi4");
+  std::vector<int64_t> runs;
+  for (const char* mode : {"1500MHz", "600MHz"}) {
+    auto opts = unpaced(5);
+    opts.power_mode = mode;
+    auto sim = devices::SimServer::open_pty(board, opts);
+    sim->start();
+    const auto outcomes = record({sim->link_name()});
+    sim->stop();
+    ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+    runs.push_back(*outcomes[0].run_id);
+  }
+  {
+    auto db = costdb::Database::open(db_path());
+    for (int64_t run : runs) cli::attribute_run(db, run);
+    EXPECT_EQ(costdb::find_run(db, runs[0])->power_mode, "1500MHz");
+    EXPECT_EQ(costdb::find_run(db, runs[1])->power_mode, "600MHz");
+  }
+  auto db = costdb::Database::open_read_only(db_path());
+  EXPECT_EQ(costdb::measured_power_modes(db, "pi4"),
+            (std::vector<std::string>{"1500MHz", "600MHz"}));
+  for (const auto& r : costdb::list_op_costs(db, "pi4", std::nullopt, "600MHz"))
+    EXPECT_EQ(r.run_id, runs[1]);
+  EXPECT_THROW(costdb::MeasuredCosts::from_database(db, "pi4"), InputError);
+
+  // At 600 MHz a compute-bound layer takes 2.5 times as long and, at a fifth of the dynamic
+  // power, spends half the energy above idle.
+  const auto fast = costdb::MeasuredCosts::from_database(db, "pi4", "1500MHz");
+  const auto slow = costdb::MeasuredCosts::from_database(db, "pi4", "600MHz");
+  EXPECT_EQ(slow.power_mode(), "600MHz");
+  const uint64_t flops = 115'605'504, bytes = 2'359'296;
+  const auto truth_fast = devices::compute_truth(board, flops, bytes);
+  const auto truth_slow = devices::compute_truth(*devices::in_mode(board, "600MHz"), flops, bytes);
+  EXPECT_NEAR(truth_slow.time_s / truth_fast.time_s, 2.5, 0.05);
+  EXPECT_NEAR(slow.compute(flops, bytes).time_s, truth_slow.time_s, 0.02 * truth_slow.time_s);
+  EXPECT_NEAR(fast.compute(flops, bytes).time_s, truth_fast.time_s, 0.02 * truth_fast.time_s);
+  const double idle_w = board.idle_w;
+  const double dynamic_fast = fast.compute(flops, bytes).energy_j - idle_w * fast.compute(flops, bytes).time_s;
+  const double dynamic_slow = slow.compute(flops, bytes).energy_j - idle_w * slow.compute(flops, bytes).time_s;
+  EXPECT_NEAR(dynamic_slow / dynamic_fast, 0.5, 0.03);
+
+  cli::PlanArgs args;
+  args.model = "mlp";
+  args.board = "pi4";
+  args.db = db_path().string();
+  args.time_limit_s = 5;
+  args.gap = 0.01;
+  try {
+    cli::plan(args, false);
+    ADD_FAILURE() << "planning on costs of two modes must ask which";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--power-mode"), std::string::npos) << e.what();
+  }
+  args.power_mode = "600MHz";
+  const auto planned = cli::plan(args, false);
+  EXPECT_NE(planned.cost_source.find("in mode 600MHz"), std::string::npos) << planned.cost_source;
+  args.power_mode = "turbo";
+  EXPECT_THROW(cli::plan(args, false), InputError);
 }
 
 TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsStored) {
