@@ -101,7 +101,7 @@ struct Attribution {
 /// covered when its samples reach within two sample periods of each edge with no gap over
 /// three (a window shorter than a sample interval: when samples lie that close on either
 /// side); others are reported, not attributed. Spans may overlap (a page-out during compute): each gets the whole power over
-/// its own interval, so overlapping energy is counted once per span (docs/attribution.md).
+/// its own interval, so overlapping energy is counted once per span (docs/accuracy.md).
 Attribution attribute(std::span<const OpSpan> spans, std::span<const probes::PowerSample> samples,
                       std::span<const SyncPoint> sync, uint64_t tick_hz, uint8_t rail = 0);
 
