@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <thread>
 
 namespace ergon {
 
@@ -11,6 +12,12 @@ class Clock {
  public:
   virtual ~Clock() = default;
   [[nodiscard]] virtual int64_t now_ns() const = 0;
+  /// Blocks until now_ns() >= t_ns (a test's clock just moves there). Returns at once for a
+  /// time already past.
+  virtual void sleep_until_ns(int64_t t_ns) const {
+    const int64_t wait = t_ns - now_ns();
+    if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait));
+  }
 };
 
 class SteadyClock final : public Clock {
