@@ -14,6 +14,7 @@
 #include "cli/plan_cmd.h"
 #include "cli/validate_cmd.h"
 #include "cli/board_costs.h"
+#include "cli/probe_cmd.h"
 #include "cli/record.h"
 #include "cli/step_plans.h"
 #include "common/error.h"
@@ -473,6 +474,25 @@ int main(int argc, char** argv) {
 
   auto* models_cmd = app.add_subcommand("models", "list the model zoo");
 
+  auto* probe_cmd = app.add_subcommand("probe", "power monitors: list them, read one");
+  probe_cmd->require_subcommand(1);
+  auto* probe_list = probe_cmd->add_subcommand("list", "the power monitors on this machine, and why others are absent");
+  ProbeReadArgs probe_read_args;
+  auto* probe_read = probe_cmd->add_subcommand("read", "sample one power monitor with a live line");
+  probe_read->add_option("--probe", probe_read_args.probe,
+                         "KIND:BUS@ADDRESS,key=value: ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2 "
+                         "(also ina226, ina260; options shunt, max, lsb, range, brng), or "
+                         "sim:ina219,current=0.5,bus=5 for a simulated chip")
+      ->required();
+  probe_read->add_option("--rate", probe_read_args.rate,
+                         "samples a second, or max (the chip's fastest setting the driver keeps "
+                         "up with); slower rates average more")
+      ->capture_default_str();
+  probe_read->add_option("--duration", probe_read_args.duration_s, "seconds (Ctrl-C stops early)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  probe_read->add_option("--db", probe_read_args.db, "store the samples as a run in this database");
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -515,6 +535,8 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
+    if (*probe_list) return run_probe_list(std::cout);
+    if (*probe_read) return run_probe_read(probe_read_args, std::cout, install_interrupt_counter());
     if (*models_cmd) {
       for (const auto& m : planner::zoo_models())
         std::cout << fmt::format("{:<18} {}\n", m.name, m.description);

@@ -165,6 +165,38 @@ Ina2xxSetup ina2xx_setup(const Ina2xxConfig& c) {
   return s;
 }
 
+Ina2xxConfig with_rate(Ina2xxConfig c, double rate_hz) {
+  const double wanted_period_s = rate_hz > 0 ? 1.0 / rate_hz : 0;
+  if (c.chip == Ina2xxChip::kIna219) {
+    const AdcSetting* best = &kIna219Adc[3];  // 12 bits, one sample
+    if (rate_hz > 0) {
+      best = &kIna219Adc[0];  // 9 bits: the fastest there is
+      for (const AdcSetting& a : kIna219Adc)
+        if (2 * a.time_s <= wanted_period_s && 2 * a.time_s > 2 * best->time_s) best = &a;
+    }
+    c.adc_bits = best->bits;
+    c.averages = best->averages;
+    return c;
+  }
+  c.averages = 1;
+  c.conversion_time_s = 588e-6;
+  if (rate_hz > 0) {
+    double best_period = 0;
+    c.conversion_time_s = kConversionTimes[0];
+    for (int avg : kAverages) {
+      for (double ct : kConversionTimes) {
+        const double period = avg * 2 * ct;
+        if (period <= wanted_period_s && period > best_period) {
+          best_period = period;
+          c.averages = avg;
+          c.conversion_time_s = ct;
+        }
+      }
+    }
+  }
+  return c;
+}
+
 Ina2xxMode ina2xx_mode(Ina2xxChip chip, uint16_t config) {
   Ina2xxMode m;
   const unsigned mode = config & 0b111U;

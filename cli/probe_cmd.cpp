@@ -1,0 +1,155 @@
+#include "cli/probe_cmd.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <iostream>
+#include <ostream>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "costdb/database.h"
+#include "probes/i2c.h"
+#include "probes/ina2xx.h"
+#include "probes/probe.h"
+
+namespace ergon::cli {
+namespace {
+
+double parse_rate(const std::string& text) {
+  if (text == "max") return 0;
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && v > 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw InputError("--rate must be 'max' or samples a second (e.g. 500), not '" + text + "'");
+}
+
+}  // namespace
+
+int run_probe_read(const ProbeReadArgs& args, std::ostream& out,
+                   const std::atomic<int>& interrupts) {
+  const SteadyClock clock;
+  const probes::ProbeSpec spec = probes::parse_probe_spec(args.probe);
+  auto probe = probes::open_probe(spec, parse_rate(args.rate), clock);
+  const probes::ProbeInfo& info = probe->info();
+
+  std::optional<costdb::Database> db;
+  std::optional<costdb::RunWriter> run;
+  const int64_t start_ns = clock.now_ns();
+  if (!args.db.empty()) {
+    db.emplace(costdb::Database::open(args.db));
+    costdb::BoardInfo board;
+    board.kind = "probe";
+    board.name = info.kind + " " + info.location;
+    board.tick_hz = 1'000'000'000;  // samples carry the host clock's ns
+    board.rails = info.channels;
+    run.emplace(*db, board, spec.text, wall_time_ns());
+    run->add_event(wall_time_ns(), "info",
+                   fmt::format("{} at {}, {:.1f} samples/s", info.kind, info.location, info.max_rate_hz));
+  }
+
+  probe->start();
+  const bool tty = ::isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
+  std::vector<probes::PowerSample> samples, batch;
+  uint64_t count = 0, overflows = 0;
+  double power_sum_w = 0;
+  int64_t last_line_ns = start_ns;
+  auto line = [&](int64_t now) {
+    const double elapsed_s = static_cast<double>(now - start_ns) * 1e-9;
+    const double rate = elapsed_s > 0 ? static_cast<double>(count) / elapsed_s : 0;
+    return fmt::format("{} at {}: {} samples, {:.1f}/s ({:.1f} % of the chip's {:.1f}/s), mean "
+                       "{:.4f} W, {} overflows, {} read errors",
+                       info.kind, info.location, count, rate, 100 * rate / info.max_rate_hz,
+                       info.max_rate_hz, count > 0 ? power_sum_w / static_cast<double>(count) : 0.0,
+                       overflows, probe->read_errors());
+  };
+  const auto end_ns = start_ns + static_cast<int64_t>(args.duration_s * 1e9);
+  while (clock.now_ns() < end_ns && interrupts.load() == 0) {
+    samples.clear();
+    probe->read(samples);
+    for (const auto& s : samples) {
+      ++count;
+      power_sum_w += s.power_uw * 1e-6;
+      overflows += (s.flags & probes::kSampleOverflow) != 0 ? 1 : 0;
+    }
+    if (run) batch.insert(batch.end(), samples.begin(), samples.end());
+    const int64_t now = clock.now_ns();
+    if (now - last_line_ns >= 250'000'000) {
+      if (run) {
+        run->add_samples(batch);
+        batch.clear();
+        db->commit_batch();
+      }
+      if (tty) out << '\r' << line(now) << std::flush;
+      last_line_ns = now;
+    }
+  }
+  probe->stop();
+  if (run) {
+    run->add_samples(batch);
+    costdb::LinkCounters counters;
+    run->update(interrupts.load() == 0 ? costdb::RunStatus::kCompleted : costdb::RunStatus::kStopped,
+                counters, wall_time_ns());
+    db->commit_batch();
+  }
+  if (tty) out << '\r';
+  out << line(clock.now_ns()) << "\n";
+  if (run) out << fmt::format("stored as run {} in {}\n", run->run_id(), args.db);
+  return 0;
+}
+
+int run_probe_list(std::ostream& out) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> buses;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/dev", ec))
+    if (entry.path().filename().string().rfind("i2c-", 0) == 0) buses.push_back(entry.path().string());
+  std::sort(buses.begin(), buses.end());
+  if (buses.empty())
+    out << "i2c: no /dev/i2c-* buses (load i2c-dev: modprobe i2c-dev; on a Raspberry Pi, enable "
+           "I2C with raspi-config)\n";
+  for (const auto& path : buses) {
+    std::unique_ptr<probes::I2cBus> bus;
+    try {
+      bus = probes::open_linux_i2c(path);
+    } catch (const DeviceError& e) {
+      out << "i2c: " << e.what() << "\n";
+      continue;
+    }
+    int found = 0;
+    for (uint8_t address = 0x40; address <= 0x4F; ++address) {
+      try {
+        const uint16_t config = probes::read_register(*bus, address, probes::ina2xx_reg::kConfig);
+        std::string kind = "a device (an INA219 keeps no ID register)";
+        try {
+          const uint16_t maker = probes::read_register(*bus, address, probes::ina2xx_reg::kManufacturerId);
+          const uint16_t die = probes::read_register(*bus, address, probes::ina2xx_reg::kDieId);
+          if (maker == 0x5449 && die == 0x2260) kind = "ina226";
+          if (maker == 0x5449 && die == 0x2270) kind = "ina260";
+        } catch (const DeviceError&) {
+        }
+        if (kind[0] == 'a' && config == probes::ina2xx_reset_config(probes::Ina2xxChip::kIna219))
+          kind = "ina219 (power-on configuration)";
+        out << fmt::format("{}: {}@0x{:02X}, configuration 0x{:04X}  ->  --probe {}:{}@0x{:02X}\n",
+                           kind, path, address, config,
+                           kind.rfind("ina", 0) == 0 ? kind.substr(0, 6) : "ina219", path, address);
+        ++found;
+      } catch (const DeviceError&) {
+        // nothing at this address
+      }
+    }
+    if (found == 0) out << "i2c: " << path << ": nothing answers at 0x40..0x4F (INA2xx addresses)\n";
+  }
+  out << "sim: sim:ina219, sim:ina226, sim:ina260 (simulated chips on a simulated bus; "
+         "current=A, bus=V, noise=V)\n";
+  return 0;
+}
+
+}  // namespace ergon::cli

@@ -1,0 +1,165 @@
+#include "probes/probe.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+#include "common/error.h"
+#include "probes/i2c.h"
+#include "probes/ina2xx.h"
+#include "probes/sim_ina2xx.h"
+
+namespace ergon::probes {
+namespace {
+
+constexpr int kMaxConsecutiveErrors = 10;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+  while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+  return s;
+}
+
+std::optional<double> to_number(std::string_view s) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+class Ina2xxProbe final : public Probe {
+ public:
+  Ina2xxProbe(std::unique_ptr<I2cBus> bus, std::unique_ptr<SimIna2xx> sim,
+              const Ina2xxConfig& config, const Clock& clock, std::string location)
+      : bus_(std::move(bus)), sim_(std::move(sim)), driver_(*bus_, config, clock) {
+    info_.kind = std::string(to_string(config.chip));
+    info_.location = std::move(location);
+    info_.channels = {{0, "shunt"}};
+    info_.max_rate_hz = 1.0 / driver_.setup().sample_period_s;
+    info_.voltage = info_.current = info_.power = true;
+  }
+
+  [[nodiscard]] const ProbeInfo& info() const override { return info_; }
+  void start() override { driver_.configure(); }
+  void stop() override {
+    // Power-down mode: the chip stops converting until configured again.
+    write_register(*bus_, driver_.config().address, ina2xx_reg::kConfig,
+                   static_cast<uint16_t>(driver_.setup().config & ~0b111U));
+  }
+  std::size_t read(std::vector<PowerSample>& out) override {
+    for (int failures = 0;; ++failures) {
+      try {
+        if (driver_.config().triggered) driver_.trigger();
+        out.push_back(driver_.read_next(0));
+        return 1;
+      } catch (const DeviceError&) {
+        ++errors_;
+        if (failures + 1 >= kMaxConsecutiveErrors) throw;
+      }
+    }
+  }
+  [[nodiscard]] uint64_t read_errors() const override { return errors_; }
+
+ private:
+  std::unique_ptr<I2cBus> bus_;
+  std::unique_ptr<SimIna2xx> sim_;  ///< the chip on a simulated bus, when there is one
+  Ina2xx driver_;
+  ProbeInfo info_;
+  uint64_t errors_ = 0;
+};
+
+}  // namespace
+
+ProbeSpec parse_probe_spec(std::string_view text) {
+  ProbeSpec spec;
+  spec.text = std::string(text);
+  auto fail = [&](const std::string& why) -> InputError {
+    return InputError("probe '" + spec.text + "': " + why +
+                      " (e.g. ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2 or sim:ina219)");
+  };
+  const auto colon = text.find(':');
+  if (colon == std::string_view::npos) throw fail("no KIND: prefix");
+  spec.kind = std::string(trim(text.substr(0, colon)));
+  std::string_view rest = text.substr(colon + 1);
+  const bool sim = spec.kind == "sim";
+  if (!sim && !ina2xx_chip_from_name(spec.kind))
+    throw fail("unknown kind '" + spec.kind + "' (ina219, ina226, ina260, sim)");
+  bool first = true;
+  while (!rest.empty() || first) {
+    const auto comma = rest.find(',');
+    const std::string_view item = trim(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    if (first) {
+      first = false;
+      if (sim) {
+        if (!ina2xx_chip_from_name(item)) throw fail("sim: needs a chip (ina219, ina226, ina260)");
+        spec.options["chip"] = std::string(item);
+        continue;
+      }
+      const auto at = item.find('@');
+      spec.bus = std::string(item.substr(0, at));
+      if (spec.bus.empty()) throw fail("no I2C bus (/dev/i2c-N)");
+      if (at != std::string_view::npos) {
+        const std::string_view a = item.substr(at + 1);
+        unsigned value = 0;
+        const bool hex = a.size() > 2 && a[0] == '0' && (a[1] == 'x' || a[1] == 'X');
+        const std::string_view digits = hex ? a.substr(2) : a;
+        const auto [end, ec] =
+            std::from_chars(digits.data(), digits.data() + digits.size(), value, hex ? 16 : 10);
+        if (ec != std::errc() || end != digits.data() + digits.size() || value < 0x03 || value > 0x77)
+          throw fail("address '" + std::string(a) + "' is not a 7-bit I2C address (0x03..0x77)");
+        spec.address = static_cast<uint8_t>(value);
+      }
+      continue;
+    }
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string_view::npos) throw fail("'" + std::string(item) + "' is not key=value");
+    const std::string key(trim(item.substr(0, eq)));
+    static const char* const kKeys[] = {"shunt", "max", "lsb", "range", "brng", "current", "bus", "noise"};
+    bool known = false;
+    for (const char* k : kKeys) known = known || key == k;
+    if (!known)
+      throw fail("unknown option '" + key + "' (shunt, max, lsb, range, brng; sim: current, bus, noise)");
+    if (!to_number(trim(item.substr(eq + 1))))
+      throw fail("option " + key + " needs a number, not '" + std::string(item.substr(eq + 1)) + "'");
+    spec.options[key] = std::string(trim(item.substr(eq + 1)));
+  }
+  return spec;
+}
+
+std::unique_ptr<Probe> open_probe(const ProbeSpec& spec, double rate_hz, const Clock& clock) {
+  const bool sim = spec.kind == "sim";
+  auto option = [&](const char* key, double fallback) {
+    const auto it = spec.options.find(key);
+    return it == spec.options.end() ? fallback : *to_number(it->second);
+  };
+  Ina2xxConfig c;
+  c.chip = *ina2xx_chip_from_name(sim ? spec.options.at("chip") : spec.kind);
+  c.address = spec.address;
+  c.shunt_ohm = option("shunt", 0.1);
+  c.shunt_range_v = option("range", 0.32);
+  c.bus_range_v = static_cast<int>(option("brng", 32));
+  const double full_scale_a = c.chip == Ina2xxChip::kIna219   ? c.shunt_range_v / c.shunt_ohm
+                              : c.chip == Ina2xxChip::kIna226 ? 0.08192 / c.shunt_ohm
+                                                              : 15.0;
+  c.max_current_a = option("max", full_scale_a);
+  c.current_lsb_a = option("lsb", 0);
+  c = with_rate(c, rate_hz);
+  ina2xx_setup(c);  // a bad setting fails here, before any I/O
+  char address[8];
+  std::snprintf(address, sizeof address, "0x%02X", c.address);
+  if (!sim)
+    return std::make_unique<Ina2xxProbe>(open_linux_i2c(spec.bus), nullptr, c, clock,
+                                         spec.bus + "@" + address);
+  const SupplyState supply{option("bus", 5.0), option("current", 0.5)};
+  auto chip = std::make_unique<SimIna2xx>(
+      c.chip, c.shunt_ohm, [supply](int64_t) { return supply; }, option("noise", 10e-6));
+  auto bus = std::make_unique<SimI2cBus>(clock);
+  bus->attach(c.address, *chip);
+  return std::make_unique<Ina2xxProbe>(std::move(bus), std::move(chip), c, clock,
+                                       std::string("sim-i2c@") + address);
+}
+
+}  // namespace ergon::probes

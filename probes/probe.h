@@ -1,0 +1,60 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "probes/power.h"
+
+namespace ergon::probes {
+
+/// What a probe is and can do.
+struct ProbeInfo {
+  std::string kind;      ///< "ina219", "ina226", "ina260", ...
+  std::string location;  ///< "/dev/i2c-1@0x40", "sim-i2c@0x40"
+  std::vector<Rail> channels;
+  double max_rate_hz = 0;  ///< complete samples per second at the chosen settings
+  bool voltage = false;
+  bool current = false;
+  bool power = false;  ///< the chip computes power itself
+};
+
+/// A power monitor, whatever its kind: start it, take samples as they complete, stop it.
+/// Sample times are the host clock's (ns) at the read.
+class Probe {
+ public:
+  virtual ~Probe() = default;
+  [[nodiscard]] virtual const ProbeInfo& info() const = 0;
+  virtual void start() = 0;
+  virtual void stop() = 0;
+  /// Blocks until the next sample(s) complete and appends them; returns how many. Transient
+  /// read errors are retried and counted; a probe that keeps failing throws DeviceError.
+  virtual std::size_t read(std::vector<PowerSample>& out) = 0;
+  /// Reads that failed and were retried.
+  [[nodiscard]] virtual uint64_t read_errors() const = 0;
+};
+
+/// A probe named on the command line: `KIND:LOCATION,key=value,...`, e.g.
+/// `ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2` or `sim:ina226,current=0.5,bus=5`.
+struct ProbeSpec {
+  std::string kind;
+  std::string bus;          ///< "/dev/i2c-1"; empty for a simulated chip
+  uint8_t address = 0x40;
+  std::map<std::string, std::string> options;
+  std::string text;         ///< as given
+};
+/// Throws InputError naming what is wrong with the text.
+ProbeSpec parse_probe_spec(std::string_view text);
+
+/// Opens the probe a spec names (sim: a simulated chip on a simulated bus, converting a
+/// constant supply given by current= and bus=, with sensor noise). `rate_hz` <= 0: the chip's
+/// fastest conversion; otherwise the slowest setting that still reaches that rate (more
+/// averaging, less noise). Throws InputError for a bad spec, DeviceError for a bus or chip
+/// that is not there.
+std::unique_ptr<Probe> open_probe(const ProbeSpec& spec, double rate_hz, const Clock& clock);
+
+}  // namespace ergon::probes
