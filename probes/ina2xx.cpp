@@ -324,23 +324,73 @@ PowerSample Ina2xx::read_next(uint8_t rail) {
 
 PowerSample Ina2xx::decode(uint16_t shunt_or_current, uint16_t bus, uint16_t power,
                            uint16_t current, bool overflow, uint8_t rail, uint64_t t_ticks) const {
+  return ina2xx_decode(config_.chip, setup_.current_lsb_a, setup_.shunt_full_scale_v,
+                       {shunt_or_current, bus, power, current, overflow}, rail, t_ticks);
+}
+
+PowerSample ina2xx_decode(Ina2xxChip chip, double current_lsb_a, double shunt_full_scale_v,
+                          const Ina2xxRegisters& regs, uint8_t rail, uint64_t t_ticks) {
+  const Ina2xxSpec& spec = ina2xx_spec(chip);
   PowerSample s;
   s.rail = rail;
   s.t_ticks = t_ticks;
-  const auto first = static_cast<int16_t>(shunt_or_current);
-  s.bus_uv = static_cast<int32_t>(std::lround((bus >> spec_.bus_shift) * spec_.bus_lsb_v * 1e6));
+  const auto first = static_cast<int16_t>(regs.shunt);
+  s.bus_uv = static_cast<int32_t>(std::lround((regs.bus >> spec.bus_shift) * spec.bus_lsb_v * 1e6));
   s.current_ua =
-      static_cast<int32_t>(std::lround(static_cast<int16_t>(current) * setup_.current_lsb_a * 1e6));
-  s.power_uw = static_cast<int32_t>(std::lround(power * setup_.power_lsb_w * 1e6));
+      static_cast<int32_t>(std::lround(static_cast<int16_t>(regs.current) * current_lsb_a * 1e6));
+  s.power_uw = static_cast<int32_t>(
+      std::lround(regs.power * spec.power_lsb_factor * current_lsb_a * 1e6));
   // A saturated shunt (or INA260 current) register means the true value lies beyond it: the
   // chip's math overflow flag does not always say so.
   int saturated_counts = 0x7FFF;
-  if (spec_.shunt_lsb_v > 0)
+  if (spec.shunt_lsb_v > 0)
     saturated_counts = std::min<int>(
-        0x7FFF, static_cast<int>(std::lround(setup_.shunt_full_scale_v / spec_.shunt_lsb_v)));
-  if (overflow || std::abs(static_cast<int>(first)) >= saturated_counts) s.flags |= kSampleOverflow;
-  if (config_.chip == Ina2xxChip::kIna219 && (bus & 1U) != 0) s.flags |= kSampleOverflow;
+        0x7FFF, static_cast<int>(std::lround(shunt_full_scale_v / spec.shunt_lsb_v)));
+  const bool ina219_ovf = chip == Ina2xxChip::kIna219 && (regs.bus & 1U) != 0;
+  if (regs.overflow || ina219_ovf || std::abs(static_cast<int>(first)) >= saturated_counts)
+    s.flags |= kSampleOverflow;
   return s;
+}
+
+Ina2xxRegisters ina2xx_convert(Ina2xxChip chip, uint16_t config, uint16_t calibration,
+                               double shunt_ohm, double bus_v, double current_a,
+                               double shunt_noise_v) {
+  const Ina2xxSpec& spec = ina2xx_spec(chip);
+  const Ina2xxMode mode = ina2xx_mode(chip, config);
+  auto clamp_round = [](double v, int64_t lo, int64_t hi) {
+    return std::clamp<int64_t>(std::llround(v), lo, hi);
+  };
+  Ina2xxRegisters r;
+  const double shunt_v = current_a * shunt_ohm + shunt_noise_v;
+  const int64_t bus = clamp_round(std::clamp(bus_v, 0.0, mode.bus_full_scale_v) / spec.bus_lsb_v, 0,
+                                  chip == Ina2xxChip::kIna219 ? 0x1FFF : 0x7FFF);
+  int64_t current = 0;
+  int64_t power = 0;
+  if (chip == Ina2xxChip::kIna260) {
+    // Current straight from the internal shunt, 1.25 mA a count; power 10 mW a count.
+    current = clamp_round(shunt_v / shunt_ohm / spec.fixed_current_lsb_a, -0x8000, 0x7FFF);
+    r.shunt = static_cast<uint16_t>(static_cast<int16_t>(current));
+    power = std::llabs(current) * bus / 6400;
+  } else {
+    const auto fs = static_cast<int64_t>(std::lround(mode.shunt_full_scale_v / spec.shunt_lsb_v));
+    const int64_t shunt = clamp_round(shunt_v / spec.shunt_lsb_v, -std::min<int64_t>(fs, 0x8000),
+                                      std::min<int64_t>(fs, 0x7FFF));
+    r.shunt = static_cast<uint16_t>(static_cast<int16_t>(shunt));
+    current = shunt * calibration / static_cast<int64_t>(spec.current_per_cal);
+    if (current > INT16_MAX || current < INT16_MIN) {
+      r.overflow = true;
+      current = std::clamp<int64_t>(current, INT16_MIN, INT16_MAX);
+    }
+    power = std::llabs(current) * bus / (chip == Ina2xxChip::kIna219 ? 5000 : 20000);
+  }
+  if (power > 0xFFFF) {
+    r.overflow = true;
+    power = 0xFFFF;
+  }
+  r.power = static_cast<uint16_t>(power);
+  r.current = static_cast<uint16_t>(static_cast<int16_t>(current));
+  r.bus = static_cast<uint16_t>(bus << spec.bus_shift);
+  return r;
 }
 
 }  // namespace ergon::probes

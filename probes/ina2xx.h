@@ -96,6 +96,26 @@ Ina2xxMode ina2xx_mode(Ina2xxChip chip, uint16_t config);
 /// The configuration register after a reset.
 uint16_t ina2xx_reset_config(Ina2xxChip chip);
 
+/// What one conversion leaves in the result registers (bus without the INA219's flag bits).
+struct Ina2xxRegisters {
+  uint16_t shunt = 0;    ///< INA260: its current register (0x01)
+  uint16_t bus = 0;
+  uint16_t power = 0;
+  uint16_t current = 0;  ///< INA219, INA226
+  bool overflow = false; ///< the chip's math overflow flag
+};
+/// The chip's own arithmetic on a true supply: the shunt voltage (noise added) quantized and
+/// saturated at the range `config` sets, current = shunt x calibration / 4096 (2048), power =
+/// current x bus / 5000 (20000; INA260: / 6400), truncated, with overflow where they leave
+/// their registers. (The simulated chip and the board simulator both convert through this.)
+Ina2xxRegisters ina2xx_convert(Ina2xxChip chip, uint16_t config, uint16_t calibration,
+                               double shunt_ohm, double bus_v, double current_a,
+                               double shunt_noise_v);
+/// A sample from a conversion's registers: values by the LSBs, overflow flagged from the
+/// chip's flag or a saturated shunt (INA260: current) register.
+PowerSample ina2xx_decode(Ina2xxChip chip, double current_lsb_a, double shunt_full_scale_v,
+                          const Ina2xxRegisters& regs, uint8_t rail, uint64_t t_ticks);
+
 /// Driver for one chip on a bus: configures it, then reads complete conversions. Every read
 /// is a real register transaction through the bus; a failed transaction throws DeviceError.
 class Ina2xx {

@@ -11,10 +11,6 @@ namespace {
 
 namespace reg = ina2xx_reg;
 
-int64_t clamp_round(double v, int64_t lo, int64_t hi) {
-  return std::clamp<int64_t>(std::llround(v), lo, hi);
-}
-
 }  // namespace
 
 SimIna2xx::SimIna2xx(Ina2xxChip chip, double shunt_ohm, SupplySource source,
@@ -56,46 +52,15 @@ void SimIna2xx::update(int64_t now_ns) {
 void SimIna2xx::convert(int64_t t_ns) {
   const SupplyState truth = source_(t_ns);
   last_truth_ = truth;
-  const Ina2xxSpec& spec = ina2xx_spec(chip_);
-  const Ina2xxMode mode = ina2xx_mode(chip_, config_);
   std::normal_distribution<double> noise(0.0, shunt_noise_v_);
-  const double shunt_v = truth.current_a * shunt_ohm_ + (shunt_noise_v_ > 0 ? noise(rng_) : 0.0);
-  overflow_ = false;
-  int64_t current = 0;
-  int64_t bus = clamp_round(std::clamp(truth.bus_v, 0.0, mode.bus_full_scale_v) / spec.bus_lsb_v, 0,
-                            chip_ == Ina2xxChip::kIna219 ? 0x1FFF : 0x7FFF);
-  if (chip_ == Ina2xxChip::kIna260) {
-    // Current straight from the internal shunt, 1.25 mA a count; power 10 mW a count.
-    current = clamp_round(shunt_v / shunt_ohm_ / spec.fixed_current_lsb_a, -0x8000, 0x7FFF);
-    shunt_ = static_cast<uint16_t>(static_cast<int16_t>(current));
-    int64_t power = std::llabs(current) * bus / 6400;
-    if (power > 0xFFFF) {
-      overflow_ = true;
-      power = 0xFFFF;
-    }
-    power_ = static_cast<uint16_t>(power);
-  } else {
-    const auto fs = static_cast<int64_t>(std::lround(mode.shunt_full_scale_v / spec.shunt_lsb_v));
-    const int64_t shunt = clamp_round(shunt_v / spec.shunt_lsb_v, -std::min<int64_t>(fs, 0x8000),
-                                      std::min<int64_t>(fs, 0x7FFF));
-    shunt_ = static_cast<uint16_t>(static_cast<int16_t>(shunt));
-    // The chip's integer arithmetic (datasheets: current = shunt x cal / 4096 or 2048, power
-    // = current x bus / 5000 or 20000), truncated.
-    current = shunt * calibration_ / static_cast<int64_t>(spec.current_per_cal);
-    if (current > INT16_MAX || current < INT16_MIN) {
-      overflow_ = true;
-      current = std::clamp<int64_t>(current, INT16_MIN, INT16_MAX);
-    }
-    const int64_t divisor = chip_ == Ina2xxChip::kIna219 ? 5000 : 20000;
-    int64_t power = std::llabs(current) * bus / divisor;
-    if (power > 0xFFFF) {
-      overflow_ = true;
-      power = 0xFFFF;
-    }
-    power_ = static_cast<uint16_t>(power);
-  }
-  current_ = static_cast<uint16_t>(static_cast<int16_t>(current));
-  bus_ = static_cast<uint16_t>(bus << spec.bus_shift);
+  const Ina2xxRegisters r = ina2xx_convert(chip_, config_, calibration_, shunt_ohm_, truth.bus_v,
+                                           truth.current_a,
+                                           shunt_noise_v_ > 0 ? noise(rng_) : 0.0);
+  shunt_ = r.shunt;
+  bus_ = r.bus;
+  power_ = r.power;
+  current_ = r.current;
+  overflow_ = r.overflow;
   ready_ = true;
 }
 
