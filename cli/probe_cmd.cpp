@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <iostream>
@@ -64,7 +65,7 @@ int run_probe_read(const ProbeReadArgs& args, std::ostream& out,
   auto line = [&](int64_t now) {
     const double elapsed_s = static_cast<double>(now - start_ns) * 1e-9;
     const double rate = elapsed_s > 0 ? static_cast<double>(count) / elapsed_s : 0;
-    return fmt::format("{} at {}: {} samples, {:.1f}/s ({:.1f} % of the chip's {:.1f}/s), mean "
+    return fmt::format("{} at {}: {} samples, {:.1f}/s ({:.1f} % of the probe's {:.1f}/s), mean "
                        "{:.4f} W, {} overflows, {} read errors",
                        info.kind, info.location, count, rate, 100 * rate / info.max_rate_hz,
                        info.max_rate_hz, count > 0 ? power_sum_w / static_cast<double>(count) : 0.0,
@@ -74,7 +75,10 @@ int run_probe_read(const ProbeReadArgs& args, std::ostream& out,
   while (clock.now_ns() < end_ns && interrupts.load() == 0) {
     samples.clear();
     probe->read(samples);
+    // Channel 0 is the whole reading (tegrastats: the module's input rail; its other rails
+    // are parts of it and are never added to it).
     for (const auto& s : samples) {
+      if (s.rail != 0) continue;
       ++count;
       power_sum_w += s.power_uw * 1e-6;
       overflows += (s.flags & probes::kSampleOverflow) != 0 ? 1 : 0;
@@ -147,6 +151,20 @@ int run_probe_list(std::ostream& out) {
     }
     if (found == 0) out << "i2c: " << path << ": nothing answers at 0x40..0x4F (INA2xx addresses)\n";
   }
+  // tegrastats: on a Jetson, in PATH (L4T puts it in /usr/bin).
+  std::string tegrastats;
+  const char* path_env = std::getenv("PATH");
+  std::string path = path_env != nullptr ? path_env : "/usr/bin:/bin";
+  for (std::size_t start = 0; start <= path.size() && tegrastats.empty();) {
+    const std::size_t end = std::min(path.find(':', start), path.size());
+    const fs::path candidate = fs::path(path.substr(start, end - start)) / "tegrastats";
+    if (::access(candidate.c_str(), X_OK) == 0) tegrastats = candidate.string();
+    start = end + 1;
+  }
+  if (tegrastats.empty())
+    out << "tegrastats: not in PATH (it ships with L4T on Jetson boards)\n";
+  else
+    out << "tegrastats: " << tegrastats << "  ->  --probe tegrastats,interval=100\n";
   out << "sim: sim:ina219, sim:ina226, sim:ina260 (simulated chips on a simulated bus; "
          "current=A, bus=V, noise=V)\n";
   return 0;

@@ -1,5 +1,6 @@
 #include "probes/probe.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include "probes/i2c.h"
 #include "probes/ina2xx.h"
 #include "probes/sim_ina2xx.h"
+#include "probes/tegrastats_probe.h"
 
 namespace ergon::probes {
 namespace {
@@ -79,12 +81,18 @@ ProbeSpec parse_probe_spec(std::string_view text) {
                       " (e.g. ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2 or sim:ina219)");
   };
   const auto colon = text.find(':');
-  if (colon == std::string_view::npos) throw fail("no KIND: prefix");
-  spec.kind = std::string(trim(text.substr(0, colon)));
-  std::string_view rest = text.substr(colon + 1);
+  const auto comma0 = text.find(',');
+  const bool bare_tegrastats = trim(text.substr(0, std::min(colon, comma0))) == "tegrastats";
+  if (colon == std::string_view::npos && !bare_tegrastats) throw fail("no KIND: prefix");
+  const std::size_t kind_end = bare_tegrastats ? std::min(colon, comma0) : colon;
+  spec.kind = std::string(trim(text.substr(0, kind_end)));
+  std::string_view rest = kind_end == std::string_view::npos ? std::string_view()
+                                                              : text.substr(kind_end + 1);
+  if (bare_tegrastats && kind_end == comma0) rest = text.substr(comma0);  // no location
   const bool sim = spec.kind == "sim";
-  if (!sim && !ina2xx_chip_from_name(spec.kind))
-    throw fail("unknown kind '" + spec.kind + "' (ina219, ina226, ina260, sim)");
+  const bool tegrastats = spec.kind == "tegrastats";
+  if (!sim && !tegrastats && !ina2xx_chip_from_name(spec.kind))
+    throw fail("unknown kind '" + spec.kind + "' (ina219, ina226, ina260, tegrastats, sim)");
   bool first = true;
   while (!rest.empty() || first) {
     const auto comma = rest.find(',');
@@ -92,6 +100,10 @@ ProbeSpec parse_probe_spec(std::string_view text) {
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     if (first) {
       first = false;
+      if (tegrastats) {
+        spec.bus = item.empty() ? "tegrastats" : std::string(item);  // the program
+        continue;
+      }
       if (sim) {
         if (!ina2xx_chip_from_name(item)) throw fail("sim: needs a chip (ina219, ina226, ina260)");
         spec.options["chip"] = std::string(item);
@@ -117,11 +129,13 @@ ProbeSpec parse_probe_spec(std::string_view text) {
     const auto eq = item.find('=');
     if (eq == std::string_view::npos) throw fail("'" + std::string(item) + "' is not key=value");
     const std::string key(trim(item.substr(0, eq)));
-    static const char* const kKeys[] = {"shunt", "max", "lsb", "range", "brng", "current", "bus", "noise"};
+    static const char* const kKeys[] = {"shunt",   "max", "lsb",   "range",   "brng",
+                                        "current", "bus", "noise", "interval"};
     bool known = false;
     for (const char* k : kKeys) known = known || key == k;
     if (!known)
-      throw fail("unknown option '" + key + "' (shunt, max, lsb, range, brng; sim: current, bus, noise)");
+      throw fail("unknown option '" + key +
+                 "' (shunt, max, lsb, range, brng; sim: current, bus, noise; tegrastats: interval)");
     if (!to_number(trim(item.substr(eq + 1))))
       throw fail("option " + key + " needs a number, not '" + std::string(item.substr(eq + 1)) + "'");
     spec.options[key] = std::string(trim(item.substr(eq + 1)));
@@ -135,6 +149,11 @@ std::unique_ptr<Probe> open_probe(const ProbeSpec& spec, double rate_hz, const C
     const auto it = spec.options.find(key);
     return it == spec.options.end() ? fallback : *to_number(it->second);
   };
+  if (spec.kind == "tegrastats") {
+    // tegrastats prints a line per interval; --rate sets it (default: 100 ms).
+    const double interval_ms = rate_hz > 0 ? 1000.0 / rate_hz : option("interval", 100);
+    return open_tegrastats(spec.bus, static_cast<int>(std::max(1.0, std::round(interval_ms))), clock);
+  }
   Ina2xxConfig c;
   c.chip = *ina2xx_chip_from_name(sim ? spec.options.at("chip") : spec.kind);
   c.address = spec.address;
