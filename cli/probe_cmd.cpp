@@ -1,6 +1,7 @@
 #include "cli/probe_cmd.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "probes/i2c.h"
 #include "probes/ina2xx.h"
 #include "probes/probe.h"
+#include "probes/sysfs_probes.h"
 
 namespace ergon::cli {
 namespace {
@@ -151,6 +153,17 @@ int run_probe_list(std::ostream& out) {
     }
     if (found == 0) out << "i2c: " << path << ": nothing answers at 0x40..0x4F (INA2xx addresses)\n";
   }
+  const auto ina3221 = probes::find_ina3221("/");
+  if (ina3221.empty())
+    out << "ina3221: none (Jetson modules expose them under /sys/class/hwmon or "
+           "/sys/bus/i2c/drivers/ina3221x)\n";
+  for (const auto& f : ina3221)
+    out << fmt::format("ina3221: {} ({}): {}  ->  --probe ina3221:{}\n", f.dir.string(), f.kind,
+                       fmt::join(f.channels, ", "), f.dir.string());
+  const auto rapl = probes::find_rapl("/");
+  if (rapl.empty()) out << "rapl: none (/sys/class/powercap/intel-rapl:*: x86 CPUs only)\n";
+  for (const auto& f : rapl)
+    out << fmt::format("rapl: {} ({})  ->  --probe rapl\n", f.dir.string(), f.channels.front());
   // tegrastats: on a Jetson, in PATH (L4T puts it in /usr/bin).
   std::string tegrastats;
   const char* path_env = std::getenv("PATH");

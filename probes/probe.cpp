@@ -10,6 +10,7 @@
 #include "probes/i2c.h"
 #include "probes/ina2xx.h"
 #include "probes/sim_ina2xx.h"
+#include "probes/sysfs_probes.h"
 #include "probes/tegrastats_probe.h"
 
 namespace ergon::probes {
@@ -82,17 +83,21 @@ ProbeSpec parse_probe_spec(std::string_view text) {
   };
   const auto colon = text.find(':');
   const auto comma0 = text.find(',');
-  const bool bare_tegrastats = trim(text.substr(0, std::min(colon, comma0))) == "tegrastats";
+  // Kinds whose location is optional: the program, or the sysfs directory.
+  const std::string_view head = trim(text.substr(0, std::min(colon, comma0)));
+  const bool bare_tegrastats = head == "tegrastats" || head == "ina3221" || head == "rapl";
   if (colon == std::string_view::npos && !bare_tegrastats) throw fail("no KIND: prefix");
   const std::size_t kind_end = bare_tegrastats ? std::min(colon, comma0) : colon;
   spec.kind = std::string(trim(text.substr(0, kind_end)));
   std::string_view rest = kind_end == std::string_view::npos ? std::string_view()
                                                               : text.substr(kind_end + 1);
-  if (bare_tegrastats && kind_end == comma0) rest = text.substr(comma0);  // no location
+  if (bare_tegrastats && comma0 != std::string_view::npos && kind_end == comma0)
+    rest = text.substr(comma0);  // options, no location
   const bool sim = spec.kind == "sim";
-  const bool tegrastats = spec.kind == "tegrastats";
+  const bool tegrastats = spec.kind == "tegrastats" || spec.kind == "ina3221" || spec.kind == "rapl";
   if (!sim && !tegrastats && !ina2xx_chip_from_name(spec.kind))
-    throw fail("unknown kind '" + spec.kind + "' (ina219, ina226, ina260, tegrastats, sim)");
+    throw fail("unknown kind '" + spec.kind +
+               "' (ina219, ina226, ina260, ina3221, tegrastats, rapl, sim)");
   bool first = true;
   while (!rest.empty() || first) {
     const auto comma = rest.find(',');
@@ -101,7 +106,8 @@ ProbeSpec parse_probe_spec(std::string_view text) {
     if (first) {
       first = false;
       if (tegrastats) {
-        spec.bus = item.empty() ? "tegrastats" : std::string(item);  // the program
+        // tegrastats: the program; ina3221, rapl: a sysfs directory (default: the first found).
+        spec.bus = !item.empty() ? std::string(item) : spec.kind == "tegrastats" ? "tegrastats" : "";
         continue;
       }
       if (sim) {
@@ -149,6 +155,21 @@ std::unique_ptr<Probe> open_probe(const ProbeSpec& spec, double rate_hz, const C
     const auto it = spec.options.find(key);
     return it == spec.options.end() ? fallback : *to_number(it->second);
   };
+  if (spec.kind == "ina3221" || spec.kind == "rapl") {
+    const double interval_s = rate_hz > 0 ? 1 / rate_hz : option("interval", 0) / 1000;
+    const bool ina = spec.kind == "ina3221";
+    auto found = ina ? find_ina3221("/") : find_rapl("/");
+    if (!spec.bus.empty())
+      std::erase_if(found, [&](const SysfsProbeFound& f) { return f.dir != spec.bus; });
+    if (found.empty())
+      throw DeviceError(ina ? "no INA3221 under /sys/class/hwmon (name ina3221) or "
+                              "/sys/bus/i2c/drivers/ina3221x" +
+                                  (spec.bus.empty() ? std::string() : " at " + spec.bus)
+                            : "no RAPL zones under /sys/class/powercap" +
+                                  (spec.bus.empty() ? std::string() : " at " + spec.bus));
+    if (ina) return open_ina3221(found.front(), interval_s, clock);
+    return open_rapl(found, interval_s > 0 ? interval_s : 0.1, clock);
+  }
   if (spec.kind == "tegrastats") {
     // tegrastats prints a line per interval; --rate sets it (default: 100 ms).
     const double interval_ms = rate_hz > 0 ? 1000.0 / rate_hz : option("interval", 100);

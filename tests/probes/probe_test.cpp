@@ -20,6 +20,11 @@ TEST(ProbeSpec, NamesTheBusAddressAndSettings) {
   EXPECT_EQ(parse_probe_spec("ina226:/dev/i2c-0").address, 0x40);
   EXPECT_EQ(parse_probe_spec("ina260:/dev/i2c-3@68").address, 68);
   EXPECT_EQ(parse_probe_spec("sim:ina226,current=0.2").options.at("chip"), "ina226");
+  EXPECT_EQ(parse_probe_spec("tegrastats").bus, "tegrastats");
+  EXPECT_EQ(parse_probe_spec("tegrastats,interval=50").options.at("interval"), "50");
+  EXPECT_EQ(parse_probe_spec("tegrastats:/opt/bin/tegrastats").bus, "/opt/bin/tegrastats");
+  EXPECT_EQ(parse_probe_spec("rapl").kind, "rapl");
+  EXPECT_EQ(parse_probe_spec("ina3221:/sys/class/hwmon/hwmon2").bus, "/sys/class/hwmon/hwmon2");
 }
 
 TEST(ProbeSpec, EveryMistakeGetsOneLineNamingIt) {
@@ -46,10 +51,11 @@ TEST(ProbeSpec, EveryMistakeGetsOneLineNamingIt) {
 }
 
 TEST(ProbeSpec, MutatedSpecsParseOrFailCleanly) {
-  const std::string seeds[] = {"ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2", "sim:ina226,current=0.5"};
+  const std::string seeds[] = {"ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2", "sim:ina226,current=0.5",
+                               "tegrastats,interval=50", "rapl", "ina3221:/sys/class/hwmon/hwmon1"};
   std::mt19937 rng(7);
   for (int i = 0; i < 20000; ++i) {
-    std::string s = seeds[i % 2];
+    std::string s = seeds[i % 5];
     const int edits = 1 + static_cast<int>(rng() % 4);
     for (int e = 0; e < edits && !s.empty(); ++e) {
       const std::size_t at = rng() % s.size();
