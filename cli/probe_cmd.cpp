@@ -17,6 +17,7 @@
 #include "costdb/database.h"
 #include "probes/i2c.h"
 #include "probes/ina2xx.h"
+#include "probes/nvml.h"
 #include "probes/probe.h"
 #include "probes/sysfs_probes.h"
 
@@ -164,6 +165,18 @@ int run_probe_list(std::ostream& out) {
   if (rapl.empty()) out << "rapl: none (/sys/class/powercap/intel-rapl:*: x86 CPUs only)\n";
   for (const auto& f : rapl)
     out << fmt::format("rapl: {} ({})  ->  --probe rapl\n", f.dir.string(), f.channels.front());
+  try {
+    auto nvml = probes::Nvml::open();
+    const unsigned n = nvml->device_count();
+    for (unsigned gpu = 0; gpu < n; ++gpu) {
+      const auto [lo, hi] = nvml->power_limit_range_w(gpu);
+      out << fmt::format("nvml: GPU {} {}: {:.0f} W now, limit {:.0f} W ({:.0f}..{:.0f})  ->  "
+                         "--probe nvml\n",
+                         gpu, nvml->name(gpu), nvml->power_w(gpu), nvml->power_limit_w(gpu), lo, hi);
+    }
+  } catch (const DeviceError& e) {
+    out << "nvml: " << e.what() << "\n";
+  }
   // tegrastats: on a Jetson, in PATH (L4T puts it in /usr/bin).
   std::string tegrastats;
   const char* path_env = std::getenv("PATH");

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "probes/i2c.h"
 #include "probes/ina2xx.h"
+#include "probes/nvml.h"
 #include "probes/sim_ina2xx.h"
 #include "probes/sysfs_probes.h"
 #include "probes/tegrastats_probe.h"
@@ -85,7 +86,8 @@ ProbeSpec parse_probe_spec(std::string_view text) {
   const auto comma0 = text.find(',');
   // Kinds whose location is optional: the program, or the sysfs directory.
   const std::string_view head = trim(text.substr(0, std::min(colon, comma0)));
-  const bool bare_tegrastats = head == "tegrastats" || head == "ina3221" || head == "rapl";
+  const bool bare_tegrastats =
+      head == "tegrastats" || head == "ina3221" || head == "rapl" || head == "nvml";
   if (colon == std::string_view::npos && !bare_tegrastats) throw fail("no KIND: prefix");
   const std::size_t kind_end = bare_tegrastats ? std::min(colon, comma0) : colon;
   spec.kind = std::string(trim(text.substr(0, kind_end)));
@@ -94,10 +96,11 @@ ProbeSpec parse_probe_spec(std::string_view text) {
   if (bare_tegrastats && comma0 != std::string_view::npos && kind_end == comma0)
     rest = text.substr(comma0);  // options, no location
   const bool sim = spec.kind == "sim";
-  const bool tegrastats = spec.kind == "tegrastats" || spec.kind == "ina3221" || spec.kind == "rapl";
+  const bool tegrastats = spec.kind == "tegrastats" || spec.kind == "ina3221" ||
+                          spec.kind == "rapl" || spec.kind == "nvml";
   if (!sim && !tegrastats && !ina2xx_chip_from_name(spec.kind))
     throw fail("unknown kind '" + spec.kind +
-               "' (ina219, ina226, ina260, ina3221, tegrastats, rapl, sim)");
+               "' (ina219, ina226, ina260, ina3221, tegrastats, rapl, nvml, sim)");
   bool first = true;
   while (!rest.empty() || first) {
     const auto comma = rest.find(',');
@@ -155,6 +158,11 @@ std::unique_ptr<Probe> open_probe(const ProbeSpec& spec, double rate_hz, const C
     const auto it = spec.options.find(key);
     return it == spec.options.end() ? fallback : *to_number(it->second);
   };
+  if (spec.kind == "nvml") {
+    const double interval_s = rate_hz > 0 ? 1 / rate_hz : option("interval", 50) / 1000;
+    return open_nvml_probe(Nvml::open(spec.bus.empty() ? "libnvidia-ml.so.1" : spec.bus),
+                           interval_s, clock);
+  }
   if (spec.kind == "ina3221" || spec.kind == "rapl") {
     const double interval_s = rate_hz > 0 ? 1 / rate_hz : option("interval", 0) / 1000;
     const bool ina = spec.kind == "ina3221";
