@@ -17,6 +17,7 @@
 #include "costdb/database.h"
 #include "probes/i2c.h"
 #include "probes/ina2xx.h"
+#include "probes/mcp2221.h"
 #include "probes/nvml.h"
 #include "probes/probe.h"
 #include "probes/sysfs_probes.h"
@@ -154,6 +155,11 @@ int run_probe_list(std::ostream& out) {
     }
     if (found == 0) out << "i2c: " << path << ": nothing answers at 0x40..0x4F (INA2xx addresses)\n";
   }
+  const auto bridges = probes::find_mcp2221();
+  if (bridges.empty()) out << "mcp2221: no USB-I2C bridge (04d8:00dd) plugged in\n";
+  for (std::size_t i = 0; i < bridges.size(); ++i)
+    out << fmt::format("mcp2221: {}  ->  --probe ina219:mcp2221{}@0x40 (the chip's address)\n",
+                       bridges[i], i == 0 ? std::string() : ":" + std::to_string(i));
   const auto ina3221 = probes::find_ina3221("/");
   if (ina3221.empty())
     out << "ina3221: none (Jetson modules expose them under /sys/class/hwmon or "

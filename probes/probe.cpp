@@ -4,11 +4,13 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "common/error.h"
 #include "probes/i2c.h"
 #include "probes/ina2xx.h"
+#include "probes/mcp2221.h"
 #include "probes/nvml.h"
 #include "probes/sim_ina2xx.h"
 #include "probes/sysfs_probes.h"
@@ -198,6 +200,13 @@ std::unique_ptr<Probe> open_probe(const ProbeSpec& spec, double rate_hz, const C
   ina2xx_setup(c);  // a bad setting fails here, before any I/O
   char address[8];
   std::snprintf(address, sizeof address, "0x%02X", c.address);
+  if (!sim && spec.bus.rfind("mcp2221", 0) == 0) {
+    // A USB-I2C bridge: "mcp2221" (the first) or "mcp2221:N".
+    const int index = spec.bus.size() > 8 ? std::atoi(spec.bus.c_str() + 8) : 0;
+    auto bus = std::make_unique<Mcp2221Bus>(open_mcp2221_usb(index));
+    const std::string where = bus->name() + "@" + address;
+    return std::make_unique<Ina2xxProbe>(std::move(bus), nullptr, c, clock, where);
+  }
   if (!sim)
     return std::make_unique<Ina2xxProbe>(open_linux_i2c(spec.bus), nullptr, c, clock,
                                          spec.bus + "@" + address);

@@ -39,7 +39,8 @@ class Probe {
 };
 
 /// A probe named on the command line: `KIND:LOCATION,key=value,...`, e.g.
-/// `ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2`, `sim:ina226,current=0.5,bus=5`, or
+/// `ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2`, `ina219:mcp2221@0x40` (a USB-I2C bridge;
+/// `mcp2221:N` for the N-th), `sim:ina226,current=0.5,bus=5`, or
 /// `tegrastats[:PROGRAM],interval=100` (the program in `bus`).
 struct ProbeSpec {
   std::string kind;

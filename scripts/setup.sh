@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   coinor-libcbc-dev libeigen3-dev     # MILP solver (planner), linear algebra
   libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX model import
+  libusb-1.0-0-dev                    # USB-I2C bridges (MCP2221A), USB discovery
 )
 
 missing=()
