@@ -488,9 +488,8 @@ int main(int argc, char** argv) {
                          "samples a second, or max (the chip's fastest setting the driver keeps "
                          "up with); slower rates average more")
       ->capture_default_str();
-  probe_read->add_option("--duration", probe_read_args.duration_s, "seconds (Ctrl-C stops early)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  probe_read->add_option("--duration", probe_read_args.duration, "10s, 500ms, 2m (Ctrl-C stops early)")
+      ->capture_default_str();
   probe_read->add_option("--db", probe_read_args.db, "store the samples as a run in this database");
 
   CLI11_PARSE(app, argc, argv);

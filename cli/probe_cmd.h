@@ -9,7 +9,7 @@ namespace ergon::cli {
 struct ProbeReadArgs {
   std::string probe;           ///< a probe spec (probes::parse_probe_spec)
   std::string rate = "max";    ///< "max" or samples a second
-  double duration_s = 10;
+  std::string duration = "10s";  ///< "10s", "500ms", "2m" or plain seconds
   std::string db;              ///< empty: do not store
 };
 

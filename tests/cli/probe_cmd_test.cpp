@@ -19,7 +19,7 @@ TEST(ProbeRead, ASimulatedChipIsSampledNearItsRateAndStoredAsARun) {
   fs::remove(db);
   ProbeReadArgs args;
   args.probe = "sim:ina219,current=0.75,bus=5";
-  args.duration_s = 0.5;
+  args.duration = "500ms";
   args.db = db.string();
   std::ostringstream out;
   std::atomic<int> interrupts{0};
@@ -45,6 +45,9 @@ TEST(ProbeRead, ABadRateOrAMissingBusIsOneClearError) {
   std::atomic<int> interrupts{0};
   EXPECT_THROW(run_probe_read(args, out, interrupts), InputError);
   args.rate = "max";
+  args.duration = "10 parsecs";
+  EXPECT_THROW(run_probe_read(args, out, interrupts), InputError);
+  args.duration = "1s";
   args.probe = "ina219:/dev/i2c-97@0x40";
   EXPECT_THROW(run_probe_read(args, out, interrupts), DeviceError);
 }
