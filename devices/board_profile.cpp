@@ -210,6 +210,12 @@ std::string power_mode_names(const BoardProfile& board) {
   return names;
 }
 
+uint64_t simulated_ticks(int64_t true_ns, double drift_ppm, int64_t offset_ns, uint64_t tick_hz) {
+  const long double device_ns = static_cast<long double>(true_ns) * (1.0L + drift_ppm * 1e-6L) +
+                                static_cast<long double>(offset_ns);
+  return static_cast<uint64_t>(device_ns * static_cast<long double>(tick_hz) / 1e9L);
+}
+
 SupplyReading supply_reading(const BoardProfile& board, double power_w) {
   constexpr double kSourceResistanceOhm = 0.05;
   const double v = board.bus_v;

@@ -90,6 +90,9 @@ struct SupplyReading {
   double current_a = 0;
 };
 SupplyReading supply_reading(const BoardProfile& board, double power_w);
+/// A simulated device's clock: its tick at a true time, given its crystal's error and the
+/// time since its boot (device ns = true ns x (1 + drift) + offset).
+uint64_t simulated_ticks(int64_t true_ns, double drift_ppm, int64_t offset_ns, uint64_t tick_hz);
 /// The paging part: latency + bytes / bandwidth at idle + storage power.
 OpTruth paging_truth(const BoardProfile& board, uint64_t bytes, profiler::Phase direction);
 

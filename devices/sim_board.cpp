@@ -38,10 +38,7 @@ SimBoard::SimBoard(const BoardProfile& board, const SimBoardOptions& options)
 }
 
 uint64_t SimBoard::ticks_at(int64_t true_ns) const {
-  const long double device_ns =
-      static_cast<long double>(true_ns) * (1.0L + board_.clock_drift_ppm * 1e-6L) +
-      static_cast<long double>(options_.clock_offset_ns);
-  return static_cast<uint64_t>(device_ns * static_cast<long double>(board_.tick_hz) / 1e9L);
+  return simulated_ticks(true_ns, board_.clock_drift_ppm, options_.clock_offset_ns, board_.tick_hz);
 }
 
 template <class Msg>
@@ -325,19 +322,10 @@ void SimBoard::take_sample(int64_t t_ns, double power_w, std::vector<uint8_t>& o
   const uint64_t ticks = ticks_at(t_ns);
   const auto sample = ina_.decode(regs, 0, ticks);
 
-  if (batch_.count > 0 && ticks - batch_.base_ticks > UINT32_MAX) flush_batch(out);
-  if (batch_.count == 0) {
-    batch_.rail = 0;
-    batch_.base_ticks = ticks;
-  }
-  auto& w = batch_.samples[batch_.count++];
-  w.dt_ticks = static_cast<uint32_t>(ticks - batch_.base_ticks);
-  w.bus_uv = sample.bus_uv;
-  w.current_ua = sample.current_ua;
-  w.power_uw = sample.power_uw;
-  w.flags = sample.flags;
+  if (!batch_.fits(ticks)) flush_batch(out);
   ++runs_.back().samples_sent;
-  if (batch_.count == proto::kMaxBatchSamples) flush_batch(out);
+  if (batch_.append(ticks, sample.bus_uv, sample.current_ua, sample.power_uw, sample.flags))
+    flush_batch(out);
 }
 
 void SimBoard::flush_batch(std::vector<uint8_t>& out) {

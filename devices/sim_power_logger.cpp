@@ -19,10 +19,8 @@ SimPowerLogger::SimPowerLogger(const BoardProfile& board, const PowerLoggerOptio
 }
 
 uint64_t SimPowerLogger::ticks_at(int64_t true_ns) const {
-  const long double logger_ns =
-      static_cast<long double>(true_ns) * (1.0L + options_.clock_drift_ppm * 1e-6L) +
-      static_cast<long double>(options_.clock_offset_ns);
-  return static_cast<uint64_t>(logger_ns * static_cast<long double>(options_.tick_hz) / 1e9L);
+  return simulated_ticks(true_ns, options_.clock_drift_ppm, options_.clock_offset_ns,
+                         options_.tick_hz);
 }
 
 template <class Msg>
@@ -95,19 +93,10 @@ void SimPowerLogger::sample_until(int64_t t_ns, double power_w, std::vector<uint
     const uint64_t ticks = ticks_at(next_sample_ns_);
     const auto sample =
         ina_.decode(ina_.convert(supply.bus_v, supply.current_a, noise(rng_)), 0, ticks);
-    if (batch_.count > 0 && ticks - batch_.base_ticks > UINT32_MAX) flush_batch(out);
-    if (batch_.count == 0) {
-      batch_.rail = 0;
-      batch_.base_ticks = ticks;
-    }
-    auto& w = batch_.samples[batch_.count++];
-    w.dt_ticks = static_cast<uint32_t>(ticks - batch_.base_ticks);
-    w.bus_uv = sample.bus_uv;
-    w.current_ua = sample.current_ua;
-    w.power_uw = sample.power_uw;
-    w.flags = sample.flags;
+    if (!batch_.fits(ticks)) flush_batch(out);
     ++runs_.back().samples_sent;
-    if (batch_.count == proto::kMaxBatchSamples) flush_batch(out);
+    if (batch_.append(ticks, sample.bus_uv, sample.current_ua, sample.power_uw, sample.flags))
+      flush_batch(out);
   }
 }
 

@@ -131,23 +131,21 @@ namespace {
 class NvmlProbe final : public Probe {
  public:
   NvmlProbe(std::shared_ptr<Nvml> nvml, double interval_s, const Clock& clock)
-      : nvml_(std::move(nvml)), clock_(clock),
-        interval_ns_(static_cast<int64_t>((interval_s > 0 ? interval_s : 0.05) * 1e9)) {
+      : nvml_(std::move(nvml)),
+        pacer_(clock, static_cast<int64_t>((interval_s > 0 ? interval_s : 0.05) * 1e9)) {
     info_.kind = "nvml";
     info_.location = "NVML";
     const unsigned n = nvml_->device_count();
     for (unsigned i = 0; i < n && i < 255; ++i)
       info_.channels.push_back({static_cast<uint8_t>(i), nvml_->name(i)});
-    info_.max_rate_hz = 1e9 / static_cast<double>(interval_ns_);
+    info_.max_rate_hz = 1e9 / static_cast<double>(pacer_.interval_ns());
     info_.power = true;
   }
   [[nodiscard]] const ProbeInfo& info() const override { return info_; }
-  void start() override { next_ns_ = clock_.now_ns(); }
+  void start() override { pacer_.start(); }
   void stop() override {}
   std::size_t read(std::vector<PowerSample>& out) override {
-    clock_.sleep_until_ns(next_ns_);
-    next_ns_ = std::max(next_ns_ + interval_ns_, clock_.now_ns());
-    const auto t = static_cast<uint64_t>(clock_.now_ns());
+    const auto t = static_cast<uint64_t>(pacer_.wait());
     for (const Rail& ch : info_.channels) {
       PowerSample s;
       s.rail = ch.id;
@@ -161,9 +159,7 @@ class NvmlProbe final : public Probe {
 
  private:
   std::shared_ptr<Nvml> nvml_;
-  const Clock& clock_;
-  int64_t interval_ns_;
-  int64_t next_ns_ = 0;
+  Pacer pacer_;
   ProbeInfo info_;
 };
 

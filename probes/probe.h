@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -36,6 +37,27 @@ class Probe {
   virtual std::size_t read(std::vector<PowerSample>& out) = 0;
   /// Reads that failed and were retried.
   [[nodiscard]] virtual uint64_t read_errors() const = 0;
+};
+
+/// Paces a probe that reads on its own schedule (files, a library): each wait() returns at the
+/// next tick, never earlier than the last plus the interval, and never piles up ticks it
+/// missed. Returns the time it woke (ns).
+class Pacer {
+ public:
+  Pacer(const Clock& clock, int64_t interval_ns) : clock_(clock), interval_ns_(interval_ns) {}
+  void start() { next_ns_ = clock_.now_ns(); }
+  int64_t wait() {
+    clock_.sleep_until_ns(next_ns_);
+    const int64_t now = clock_.now_ns();
+    next_ns_ = std::max(next_ns_ + interval_ns_, now);
+    return now;
+  }
+  [[nodiscard]] int64_t interval_ns() const { return interval_ns_; }
+
+ private:
+  const Clock& clock_;
+  int64_t interval_ns_;
+  int64_t next_ns_ = 0;
 };
 
 /// A probe named on the command line: `KIND:LOCATION,key=value,...`, e.g.

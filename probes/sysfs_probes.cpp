@@ -60,12 +60,9 @@ fs::path under(const fs::path& root, const std::string& absolute) {
 class Ina3221Probe final : public Probe {
  public:
   Ina3221Probe(SysfsProbeFound found, double interval_s, const Clock& clock)
-      : found_(std::move(found)), clock_(clock), hwmon_(found_.kind == "ina3221-hwmon") {
-    if (interval_s <= 0) {
-      const auto ms = read_text(found_.dir / "update_interval");
-      interval_s = ms ? std::max(1.0, std::strtod(ms->c_str(), nullptr)) / 1000 : 0.1;
-    }
-    interval_ns_ = static_cast<int64_t>(interval_s * 1e9);
+      : found_(std::move(found)), hwmon_(found_.kind == "ina3221-hwmon"),
+        pacer_(clock, static_cast<int64_t>(update_interval_s(found_, interval_s) * 1e9)) {
+    interval_s = static_cast<double>(pacer_.interval_ns()) * 1e-9;
     info_.kind = found_.kind;
     info_.location = found_.dir.string();
     for (std::size_t i = 0; i < found_.channels.size(); ++i)
@@ -75,12 +72,10 @@ class Ina3221Probe final : public Probe {
     info_.power = !hwmon_;  // iio exposes the chip's power; hwmon does not
   }
   [[nodiscard]] const ProbeInfo& info() const override { return info_; }
-  void start() override { next_ns_ = clock_.now_ns(); }
+  void start() override { pacer_.start(); }
   void stop() override {}
   std::size_t read(std::vector<PowerSample>& out) override {
-    clock_.sleep_until_ns(next_ns_);
-    next_ns_ = std::max(next_ns_ + interval_ns_, clock_.now_ns());
-    const auto t = static_cast<uint64_t>(clock_.now_ns());
+    const auto t = static_cast<uint64_t>(pacer_.wait());
     std::size_t n = 0;
     for (std::size_t i = 0; i < found_.channels.size(); ++i) {
       const int k = channel_number_[i];
@@ -105,11 +100,16 @@ class Ina3221Probe final : public Probe {
   std::vector<int> channel_number_;
 
  private:
+  /// The requested interval, else the driver's update_interval (ms), else 100 ms.
+  static double update_interval_s(const SysfsProbeFound& found, double interval_s) {
+    if (interval_s > 0) return interval_s;
+    const auto ms = read_text(found.dir / "update_interval");
+    return ms ? std::max(1.0, std::strtod(ms->c_str(), nullptr)) / 1000 : 0.1;
+  }
+
   SysfsProbeFound found_;
-  const Clock& clock_;
   bool hwmon_;
-  int64_t interval_ns_ = 0;
-  int64_t next_ns_ = 0;
+  Pacer pacer_;
   ProbeInfo info_;
 };
 

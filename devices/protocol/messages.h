@@ -135,6 +135,19 @@ struct PowerBatch {
   uint64_t base_ticks = 0;
   WireSample samples[kMaxBatchSamples];
 
+  /// Whether a sample taken at `ticks` can join the batch (its offset from the base fits
+  /// dt_ticks); when not, send the batch first.
+  [[nodiscard]] bool fits(uint64_t ticks) const {
+    return count == 0 || (ticks >= base_ticks && ticks - base_ticks <= UINT32_MAX);
+  }
+  /// Appends a sample (the first one sets the base time). True when the batch is now full:
+  /// send it.
+  bool append(uint64_t ticks, int32_t bus_uv, int32_t current_ua, int32_t power_uw, uint8_t flags) {
+    if (count == 0) base_ticks = ticks;
+    samples[count++] = {static_cast<uint32_t>(ticks - base_ticks), bus_uv, current_ua, power_uw, flags};
+    return count == kMaxBatchSamples;
+  }
+
   bool write(Writer& w) const {
     if (count > kMaxBatchSamples) return false;
     w.u8(rail);
