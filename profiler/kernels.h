@@ -1,0 +1,55 @@
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace ergon::profiler {
+
+/// The forward and backward kernels a board runs to time the zoo's ops (fp32, NCHW), with
+/// Eigen's matrix products where the work is a GEMM. Shapes match `OpShape` (op.h), whose
+/// FLOP and byte counts the planner uses too. Backward kernels overwrite their outputs (no
+/// accumulation across calls).
+
+/// Stride 1, "same" padding (odd kernel), no bias.
+struct ConvShape {
+  uint32_t batch = 1, in_ch = 1, out_ch = 1, height = 1, width = 1, kernel = 3;
+  [[nodiscard]] std::size_t input_size() const { return std::size_t{batch} * in_ch * height * width; }
+  [[nodiscard]] std::size_t output_size() const { return std::size_t{batch} * out_ch * height * width; }
+  [[nodiscard]] std::size_t weight_size() const { return std::size_t{out_ch} * in_ch * kernel * kernel; }
+  /// im2col scratch for one image.
+  [[nodiscard]] std::size_t columns_size() const {
+    return std::size_t{in_ch} * kernel * kernel * height * width;
+  }
+};
+/// y = conv(x, w). `columns` is scratch of columns_size().
+void conv2d_forward(const ConvShape& s, std::span<const float> x, std::span<const float> w,
+                    std::span<float> y, std::span<float> columns);
+/// dx and dw from dy (x and w as in the forward pass).
+void conv2d_backward(const ConvShape& s, std::span<const float> x, std::span<const float> w,
+                     std::span<const float> dy, std::span<float> dx, std::span<float> dw,
+                     std::span<float> columns);
+
+/// y[batch, out] = x[batch, in] w[out, in]^T.
+void linear_forward(uint32_t batch, uint32_t in, uint32_t out, std::span<const float> x,
+                    std::span<const float> w, std::span<float> y);
+void linear_backward(uint32_t batch, uint32_t in, uint32_t out, std::span<const float> x,
+                     std::span<const float> w, std::span<const float> dy, std::span<float> dx,
+                     std::span<float> dw);
+
+void relu_forward(std::span<const float> x, std::span<float> y);
+/// dx = dy where the forward output was positive.
+void relu_backward(std::span<const float> y, std::span<const float> dy, std::span<float> dx);
+
+/// Non-overlapping windows (stride = window); height and width divisible by it.
+void max_pool_forward(uint32_t batch, uint32_t channels, uint32_t height, uint32_t width,
+                      uint32_t window, std::span<const float> x, std::span<float> y);
+/// The gradient goes to each window's maximum (the first, on ties).
+void max_pool_backward(uint32_t batch, uint32_t channels, uint32_t height, uint32_t width,
+                       uint32_t window, std::span<const float> x, std::span<const float> dy,
+                       std::span<float> dx);
+
+void add_forward(std::span<const float> a, std::span<const float> b, std::span<float> y);
+/// Both inputs receive dy.
+void add_backward(std::span<const float> dy, std::span<float> da, std::span<float> db);
+
+}  // namespace ergon::profiler

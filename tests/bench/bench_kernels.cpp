@@ -1,0 +1,95 @@
+// Kernel throughput: conv2d (im2col + GEMM) and linear forward/backward against Eigen's plain
+// GEMM of the same size, in GFLOP/s (a multiply-add counts 2), on one core.
+// Run: build/tests/bench/bench_kernels
+
+#include <benchmark/benchmark.h>
+
+#include <Eigen/Dense>
+
+#include <random>
+#include <vector>
+
+#include "profiler/kernels.h"
+
+namespace {
+
+using namespace ergon::profiler;
+
+std::vector<float> random_values(std::size_t n) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+void set_rate(benchmark::State& state, double flops_per_iteration) {
+  state.counters["GFLOP/s"] = benchmark::Counter(flops_per_iteration * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The profile plan's larger conv: 8 x 64 -> 64 channels at 16 x 16, 3 x 3.
+void BM_Conv2dForward(benchmark::State& state) {
+  const ConvShape s{.batch = 8, .in_ch = 64, .out_ch = 64, .height = 16, .width = 16, .kernel = 3};
+  const auto x = random_values(s.input_size()), w = random_values(s.weight_size());
+  std::vector<float> y(s.output_size()), cols(s.columns_size());
+  for (auto _ : state) {
+    conv2d_forward(s, x, w, y, cols);
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_rate(state, 2.0 * s.output_size() * s.in_ch * s.kernel * s.kernel);
+}
+
+void BM_Conv2dBackward(benchmark::State& state) {
+  const ConvShape s{.batch = 8, .in_ch = 64, .out_ch = 64, .height = 16, .width = 16, .kernel = 3};
+  const auto x = random_values(s.input_size()), w = random_values(s.weight_size());
+  const auto dy = random_values(s.output_size());
+  std::vector<float> dx(x.size()), dw(w.size()), cols(s.columns_size());
+  for (auto _ : state) {
+    conv2d_backward(s, x, w, dy, dx, dw, cols);
+    benchmark::DoNotOptimize(dx.data());
+  }
+  set_rate(state, 4.0 * s.output_size() * s.in_ch * s.kernel * s.kernel);  // dx and dw
+}
+
+// The same GEMM the conv forward does per image (64 x 576 by 576 x 256), eight times.
+void BM_EigenGemmOfTheConv(benchmark::State& state) {
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const M a = M::Random(64, 576), b = M::Random(576, 256);
+  M c(64, 256);
+  for (auto _ : state) {
+    for (int i = 0; i < 8; ++i) c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+  }
+  set_rate(state, 8 * 2.0 * 64 * 576 * 256);
+}
+
+void BM_LinearForward(benchmark::State& state) {
+  const uint32_t b = 32, in = 1024, out = 1000;
+  const auto x = random_values(b * in), w = random_values(std::size_t{out} * in);
+  std::vector<float> y(b * out);
+  for (auto _ : state) {
+    linear_forward(b, in, out, x, w, y);
+    benchmark::DoNotOptimize(y.data());
+  }
+  set_rate(state, 2.0 * b * in * out);
+}
+
+void BM_EigenGemmOfTheLinear(benchmark::State& state) {
+  using M = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const M a = M::Random(32, 1024), b = M::Random(1024, 1000);
+  M c(32, 1000);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+  }
+  set_rate(state, 2.0 * 32 * 1024 * 1000);
+}
+
+BENCHMARK(BM_Conv2dForward)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Conv2dBackward)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EigenGemmOfTheConv)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LinearForward)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EigenGemmOfTheLinear)->Unit(benchmark::kMillisecond);
+
+}  // namespace

@@ -1,0 +1,134 @@
+#include "profiler/kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+#include <vector>
+
+namespace ergon::profiler {
+namespace {
+
+std::vector<float> random_values(std::size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+double dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+/// The analytic gradient of L = <dy, f(v)> against central differences at every entry of v
+/// (or 40 spread over it).
+void expect_gradient(std::vector<float>& v, const std::vector<float>& analytic,
+                     const std::function<double()>& loss, const char* what) {
+  const std::size_t step = std::max<std::size_t>(1, v.size() / 40);
+  for (std::size_t i = 0; i < v.size(); i += step) {
+    const float saved = v[i];
+    const float eps = 1e-2F;
+    v[i] = saved + eps;
+    const double up = loss();
+    v[i] = saved - eps;
+    const double down = loss();
+    v[i] = saved;
+    const double numeric = (up - down) / (2.0 * eps);
+    EXPECT_NEAR(analytic[i], numeric, 2e-3 + 2e-3 * std::abs(numeric)) << what << " entry " << i;
+  }
+}
+
+TEST(Kernels, Conv2dGradientsMatchFiniteDifferences) {
+  for (uint32_t kernel : {1U, 3U, 5U}) {
+    const ConvShape s{.batch = 2, .in_ch = 3, .out_ch = 4, .height = 6, .width = 5, .kernel = kernel};
+    auto x = random_values(s.input_size(), 1), w = random_values(s.weight_size(), 2);
+    const auto dy = random_values(s.output_size(), 3);
+    std::vector<float> y(s.output_size()), cols(s.columns_size()), dx(x.size()), dw(w.size());
+    auto loss = [&] {
+      conv2d_forward(s, x, w, y, cols);
+      return dot(dy, y);
+    };
+    conv2d_backward(s, x, w, dy, dx, dw, cols);
+    expect_gradient(x, dx, loss, "conv2d dx");
+    expect_gradient(w, dw, loss, "conv2d dw");
+  }
+}
+
+TEST(Kernels, Conv2dForwardIsTheDirectSum) {
+  const ConvShape s{.batch = 1, .in_ch = 2, .out_ch = 3, .height = 4, .width = 4, .kernel = 3};
+  const auto x = random_values(s.input_size(), 4), w = random_values(s.weight_size(), 5);
+  std::vector<float> y(s.output_size()), cols(s.columns_size());
+  conv2d_forward(s, x, w, y, cols);
+  for (int o = 0; o < 3; ++o)
+    for (int py = 0; py < 4; ++py)
+      for (int px = 0; px < 4; ++px) {
+        double sum = 0;
+        for (int c = 0; c < 2; ++c)
+          for (int ky = 0; ky < 3; ++ky)
+            for (int kx = 0; kx < 3; ++kx) {
+              const int sy = py + ky - 1, sx = px + kx - 1;
+              if (sy < 0 || sy >= 4 || sx < 0 || sx >= 4) continue;
+              sum += static_cast<double>(x[(c * 4 + sy) * 4 + sx]) * w[((o * 2 + c) * 3 + ky) * 3 + kx];
+            }
+        EXPECT_NEAR(y[(o * 4 + py) * 4 + px], sum, 1e-5);
+      }
+}
+
+TEST(Kernels, LinearReluPoolAndAddGradientsMatchFiniteDifferences) {
+  {
+    const uint32_t b = 3, in = 7, out = 5;
+    auto x = random_values(b * in, 6), w = random_values(out * in, 7);
+    const auto dy = random_values(b * out, 8);
+    std::vector<float> y(b * out), dx(x.size()), dw(w.size());
+    auto loss = [&] {
+      linear_forward(b, in, out, x, w, y);
+      return dot(dy, y);
+    };
+    linear_backward(b, in, out, x, w, dy, dx, dw);
+    expect_gradient(x, dx, loss, "linear dx");
+    expect_gradient(w, dw, loss, "linear dw");
+  }
+  {
+    auto x = random_values(64, 9);
+    for (float& v : x) v += v < 0 ? -0.05F : 0.05F;  // away from the kink, where no derivative exists
+    const auto dy = random_values(64, 10);
+    std::vector<float> y(64), dx(64);
+    relu_forward(x, y);
+    relu_backward(y, dy, dx);
+    auto loss = [&] {
+      relu_forward(x, y);
+      return dot(dy, y);
+    };
+    expect_gradient(x, dx, loss, "relu dx");
+  }
+  {
+    const uint32_t n = 2, c = 3, h = 4, w = 6, k = 2;
+    auto x = random_values(n * c * h * w, 11);
+    const auto dy = random_values(n * c * (h / k) * (w / k), 12);
+    std::vector<float> y(dy.size()), dx(x.size());
+    max_pool_backward(n, c, h, w, k, x, dy, dx);
+    auto loss = [&] {
+      max_pool_forward(n, c, h, w, k, x, y);
+      return dot(dy, y);
+    };
+    expect_gradient(x, dx, loss, "max pool dx");
+  }
+  {
+    auto a = random_values(32, 13), b = random_values(32, 14);
+    const auto dy = random_values(32, 15);
+    std::vector<float> y(32), da(32), db(32);
+    add_backward(dy, da, db);
+    auto loss = [&] {
+      add_forward(a, b, y);
+      return dot(dy, y);
+    };
+    expect_gradient(a, da, loss, "add da");
+    expect_gradient(b, db, loss, "add db");
+  }
+}
+
+}  // namespace
+}  // namespace ergon::profiler
