@@ -1,0 +1,418 @@
+#include "devices/agent/agent.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/error.h"
+#include "devices/board_profile.h"
+#include "devices/profile_plan.h"
+#include "devices/protocol/decoder.h"
+#include "devices/protocol/messages.h"
+#include "probes/probe.h"
+#include "profiler/op_runner.h"
+
+namespace ergon::devices {
+namespace {
+
+namespace proto = protocol;
+
+std::string errno_text() { return std::strerror(errno); }
+
+/// The clock of every timestamp the agent sends: CLOCK_MONOTONIC, in ns (tick_hz 1e9).
+const SteadyClock& agent_clock() {
+  static const SteadyClock clock;
+  return clock;
+}
+uint64_t now_ticks() { return static_cast<uint64_t>(agent_clock().now_ns()); }
+
+/// cpufreq's current ceiling as a mode name ("1500MHz"), the way the simulated boards name
+/// theirs; empty where the kernel does not say.
+std::string cpufreq_mode() {
+  std::ifstream f("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq");
+  long khz = 0;
+  if (!(f >> khz) || khz <= 0) return {};
+  return std::to_string(khz / 1000) + "MHz";
+}
+
+/// One connection to a host: the frames it sends, the frames the agent sends (from several
+/// threads, so every send holds the lock).
+class Connection {
+ public:
+  explicit Connection(int fd) : fd_(fd) {}
+  ~Connection() { ::close(fd_); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  template <class Msg>
+  bool send(const Msg& msg) {
+    uint8_t buf[proto::kMaxEncodedFrameBytes];
+    std::lock_guard lock(tx_);
+    const std::size_t n = proto::encode_message(msg, seq_++, buf, sizeof buf);
+    for (std::size_t done = 0; n != 0 && done < n;) {
+      const ssize_t w = ::write(fd_, buf + done, n - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        broken_ = true;
+        return false;
+      }
+      done += static_cast<std::size_t>(w);
+    }
+    return true;
+  }
+  [[nodiscard]] int fd() const { return fd_; }
+  [[nodiscard]] bool broken() const { return broken_; }
+  void mark_broken() { broken_ = true; }
+
+ private:
+  int fd_;
+  std::mutex tx_;
+  uint16_t seq_ = 0;
+  std::atomic<bool> broken_{false};
+};
+
+/// What the reader thread hands the runner: a plan to start, a stop.
+struct Commands {
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<PlannedOp> pending;
+  std::optional<proto::Start> start;
+  bool stop = false;
+};
+
+class Agent {
+ public:
+  Agent(const AgentOptions& options, const std::atomic<bool>& stop)
+      : options_(options), stop_(stop), runner_(options.scratch) {
+    if (!options.board.empty()) {
+      const auto b = find_board(options.board);
+      if (!b) throw InputError("unknown board '" + options.board + "' (" + board_names() + ")");
+      kind_ = b->kind;
+    }
+    if (!options.probe.empty())
+      probe_ = probes::open_probe(probes::parse_probe_spec(options.probe), 0, agent_clock());
+  }
+
+  /// Serves one host until it goes away or the agent is stopped.
+  void serve(int fd) {
+    Connection link(fd);
+    Commands commands;
+    std::thread reader([&] { read_loop(link, commands); });
+    while (!stop_ && !link.broken()) {
+      proto::Start start;
+      std::vector<PlannedOp> plan;
+      {
+        std::unique_lock lock(commands.m);
+        commands.cv.wait_for(lock, std::chrono::milliseconds(50),
+                             [&] { return commands.start.has_value() || link.broken(); });
+        if (!commands.start) continue;
+        start = *commands.start;
+        commands.start.reset();
+        plan = std::move(commands.pending);
+        commands.pending.clear();
+        commands.stop = false;
+      }
+      run_plan(link, commands, start, plan);
+    }
+    link.mark_broken();
+    reader.join();
+  }
+
+ private:
+  void read_loop(Connection& link, Commands& commands) {
+    proto::Decoder decoder;
+    uint8_t buf[4096];
+    while (!stop_ && !link.broken()) {
+      pollfd p{link.fd(), POLLIN, 0};
+      const int ready = ::poll(&p, 1, 50);
+      if (ready < 0 && errno != EINTR) break;
+      if (ready <= 0) continue;
+      const ssize_t n = ::read(link.fd(), buf, sizeof buf);
+      if (n <= 0) {
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        break;  // the host went away
+      }
+      decoder.feed(buf, static_cast<std::size_t>(n),
+                   [&](const proto::Frame& f) { handle(link, commands, f); });
+    }
+    link.mark_broken();
+    commands.cv.notify_all();
+  }
+
+  // Answers what needs no waiting here, at once (sync replies must not wait for a window);
+  // plans and stops go to the runner.
+  void handle(Connection& link, Commands& commands, const proto::Frame& frame) {
+    switch (frame.type) {
+      case proto::MsgType::kHelloRequest: {
+        proto::Hello hello;
+        hello.board_kind = kind_;
+        hello.firmware_version = 1U << 16;
+        hello.tick_hz = 1'000'000'000;
+        const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+        hello.ram_bytes = static_cast<uint32_t>(std::min<long long>(
+            static_cast<long long>(pages) * page, UINT32_MAX));
+        char host[64] = {};
+        ::gethostname(host, sizeof host - 1);
+        proto::copy_text(hello.board_name, host);
+        proto::copy_text(hello.power_mode, cpufreq_mode().c_str());
+        if (probe_) {
+          const auto& channels = probe_->info().channels;
+          hello.rail_count = static_cast<uint8_t>(std::min<std::size_t>(channels.size(), proto::kMaxRails));
+          for (uint8_t i = 0; i < hello.rail_count; ++i) {
+            hello.rails[i].id = channels[i].id;
+            proto::copy_text(hello.rails[i].name, channels[i].name.c_str());
+          }
+        }
+        link.send(hello);
+        return;
+      }
+      case proto::MsgType::kSyncRequest: {
+        const uint64_t rx = now_ticks();
+        proto::SyncRequest req;
+        if (!proto::parse_message(frame, req)) return;
+        link.send(proto::SyncReply{.sync_id = req.sync_id,
+                                   .host_tx_ns = req.host_tx_ns,
+                                   .device_rx_ticks = rx,
+                                   .device_tx_ticks = now_ticks()});
+        return;
+      }
+      case proto::MsgType::kPing: {
+        proto::Ping ping;
+        if (proto::parse_message(frame, ping))
+          link.send(proto::Pong{.nonce = ping.nonce, .device_ticks = now_ticks()});
+        return;
+      }
+      case proto::MsgType::kPlanOp: {
+        proto::PlanOp wire;
+        PlannedOp op;
+        if (!proto::parse_message(frame, wire) || !from_wire(wire, op)) return;
+        std::lock_guard lock(commands.m);
+        commands.pending.push_back(op);
+        return;
+      }
+      case proto::MsgType::kStart: {
+        proto::Start start;
+        if (!proto::parse_message(frame, start)) return;
+        {
+          std::lock_guard lock(commands.m);
+          if (running_) return;  // one run at a time
+          commands.start = start;
+        }
+        commands.cv.notify_all();
+        return;
+      }
+      case proto::MsgType::kStop: {
+        std::lock_guard lock(commands.m);
+        commands.stop = true;
+        if (!running_ && last_done_) link.send(*last_done_);  // the host missed it
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  void run_plan(Connection& link, Commands& commands, const proto::Start& start,
+                const std::vector<PlannedOp>& plan) {
+    proto::RunDone done{.run_tag = start.run_tag};
+    if (plan.empty() || plan.size() != start.op_count) {
+      done.end = proto::RunEnd::kFailed;
+      link.send(done);
+      return;
+    }
+    {
+      std::lock_guard lock(commands.m);
+      running_ = true;
+    }
+    std::atomic<bool> sampling{true};
+    std::atomic<uint32_t> samples{0}, frames{0};
+    std::thread sampler;
+    if (probe_) {
+      probe_->start();
+      sampler = std::thread([&] { sample_loop(link, sampling, samples, frames); });
+    }
+    uint32_t spans = 0;
+    auto stopped = [&] {
+      std::lock_guard lock(commands.m);
+      return commands.stop || stop_ || link.broken();
+    };
+    bool interrupted = false;
+    const auto min_window_ns = static_cast<int64_t>(start.min_window_us) * 1000;
+    for (uint32_t loop = 0; !interrupted && (start.loops == 0 || loop < start.loops); ++loop) {
+      for (const PlannedOp& op : plan) {
+        for (uint16_t w = 0; w < op.windows && !interrupted; ++w) {
+          if ((interrupted = stopped())) break;
+          for (uint16_t i = 0; i < op.warmup_reps; ++i) runner_.run(op.shape, op.phase);
+          const int64_t begin = agent_clock().now_ns();
+          uint32_t reps = 0;
+          do {
+            runner_.run(op.shape, op.phase);
+            ++reps;
+          } while (op.shape.kind != profiler::OpKind::kIdle &&
+                   agent_clock().now_ns() - begin < min_window_ns);
+          const int64_t end = agent_clock().now_ns();
+          proto::OpSpanMsg span{.op_id = op.op_id,
+                                .phase = static_cast<uint8_t>(op.phase),
+                                .begin_ticks = static_cast<uint64_t>(begin),
+                                .end_ticks = static_cast<uint64_t>(end),
+                                .repetitions = reps};
+          if (link.send(span)) {
+            ++spans;
+            if (options_.on_span)
+              options_.on_span(op.op_id, op.phase, span.begin_ticks, span.end_ticks, reps);
+          }
+          if (op.idle_after_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(op.idle_after_us));
+        }
+        if (interrupted) break;
+      }
+    }
+    sampling = false;
+    if (sampler.joinable()) sampler.join();
+    if (probe_) probe_->stop();
+    done.end = interrupted ? proto::RunEnd::kStopped : proto::RunEnd::kCompleted;
+    done.spans_sent = spans;
+    done.samples_sent = samples;
+    done.frames_sent = spans + frames;
+    {
+      std::lock_guard lock(commands.m);
+      running_ = false;
+      last_done_ = done;
+    }
+    link.send(done);
+  }
+
+  /// Samples the probe while the run lasts and sends a PowerBatch every 50 ms (or when full).
+  void sample_loop(Connection& link, const std::atomic<bool>& sampling,
+                   std::atomic<uint32_t>& samples, std::atomic<uint32_t>& frames) {
+    // Sampling must not wait behind the kernels: a real-time priority where the agent may
+    // have one (root, or CAP_SYS_NICE); it sleeps between conversions, so it takes no core.
+    sched_param param{};
+    param.sched_priority = 10;
+    ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &param);
+    proto::PowerBatch batch{};
+    std::vector<probes::PowerSample> got;
+    int64_t last_send = agent_clock().now_ns();
+    auto flush = [&] {
+      if (batch.count == 0) return;
+      if (link.send(batch)) {
+        samples += batch.count;
+        ++frames;
+      }
+      batch.count = 0;
+      last_send = agent_clock().now_ns();
+    };
+    try {
+      while (sampling && !link.broken()) {
+        got.clear();
+        probe_->read(got);
+        for (const auto& s : got) {
+          if (s.rail != 0) continue;  // the board's input rail; parts of it are not streamed
+          if (!batch.fits(s.t_ticks)) flush();
+          if (batch.append(s.t_ticks, s.bus_uv, s.current_ua, s.power_uw, s.flags)) flush();
+        }
+        if (agent_clock().now_ns() - last_send > 50'000'000) flush();
+      }
+    } catch (const Error& e) {
+      proto::Log log;
+      log.level = proto::LogLevel::kError;
+      const std::string text = std::string("probe: ") + e.what();
+      log.length = static_cast<uint16_t>(std::min(text.size(), proto::kMaxLogText));
+      std::memcpy(log.text, text.data(), log.length);
+      link.send(log);
+    }
+    flush();
+  }
+
+  const AgentOptions& options_;
+  const std::atomic<bool>& stop_;
+  profiler::OpRunner runner_;
+  std::unique_ptr<probes::Probe> probe_;
+  BoardKind kind_ = BoardKind::kUnknown;
+  bool running_ = false;  ///< guarded by Commands::m
+  std::optional<proto::RunDone> last_done_;
+};
+
+void set_raw(int fd) {
+  termios tio{};
+  if (::tcgetattr(fd, &tio) == 0) {
+    ::cfmakeraw(&tio);
+    ::cfsetspeed(&tio, B115200);
+    ::tcsetattr(fd, TCSANOW, &tio);
+  }
+}
+
+}  // namespace
+
+void run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
+  Agent agent(options, stop);
+  if (options.link == "pty") {
+    const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+    if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0)
+      throw DeviceError("cannot open a pseudo-terminal: " + errno_text());
+    const std::string path = ::ptsname(master);
+    const int keep = ::open(path.c_str(), O_RDWR | O_NOCTTY);  // the pty lives while we do
+    set_raw(keep);
+    if (options.on_listening) options.on_listening(path);
+    agent.serve(master);
+    ::close(keep);
+    return;
+  }
+  if (options.link.rfind("tcp:", 0) != 0) {
+    const int fd = ::open(options.link.c_str(), O_RDWR | O_NOCTTY);
+    if (fd < 0) throw DeviceError("cannot open " + options.link + ": " + errno_text());
+    set_raw(fd);
+    if (options.on_listening) options.on_listening(options.link);
+    agent.serve(fd);
+    return;
+  }
+  const std::string rest = options.link.substr(4);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string::npos) throw InputError("--link tcp:HOST:PORT, not " + options.link);
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(rest.substr(colon + 1))));
+  if (::inet_pton(AF_INET, rest.substr(0, colon).c_str(), &addr.sin_addr) != 1)
+    throw InputError("--link: '" + rest.substr(0, colon) + "' is not an IPv4 address");
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 1) != 0) {
+    const std::string why = errno_text();
+    ::close(listener);
+    throw DeviceError("cannot listen on " + rest + ": " + why);
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (options.on_listening)
+    options.on_listening("tcp:" + rest.substr(0, colon) + ":" + std::to_string(ntohs(addr.sin_port)));
+  while (!stop) {
+    pollfd p{listener, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const int client = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0) continue;
+    ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    agent.serve(client);  // until the host goes away; then wait for the next one
+  }
+  ::close(listener);
+}
+
+}  // namespace ergon::devices

@@ -1,0 +1,38 @@
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "profiler/op.h"
+
+namespace ergon::devices {
+
+/// The board side of Ergon on a Linux board (Raspberry Pi 4, Jetson TX2), and on the host so
+/// CI runs it: answers Hello and clock syncs, runs the profile plan or schedule it is sent
+/// with real kernels and real paging, times each window, samples the board's power probe,
+/// and streams spans and power batches. Survives the host disconnecting: a run in progress
+/// stops, and the agent waits for the next host.
+struct AgentOptions {
+  /// "tcp:HOST:PORT" (listen; port 0 picks one), "pty" (a new pseudo-terminal), or a serial
+  /// device ("/dev/ttyGS0", "/dev/ttyAMA0").
+  std::string link = "tcp:0.0.0.0:7000";
+  /// A probe spec (probes/probe.h); empty: no power samples, spans only.
+  std::string probe;
+  /// The board kind the Hello declares (pi4, tx2); empty: unknown (the host's --board decides).
+  std::string board;
+  /// Where page-outs go: a directory on the board's storage.
+  std::filesystem::path scratch = std::filesystem::temp_directory_path();
+  /// Called once listening, with what a host passes to `ergon record --port`.
+  std::function<void(const std::string&)> on_listening;
+  /// Called for every span the agent sends (tests compare them with what the host stored).
+  std::function<void(uint32_t op_id, profiler::Phase phase, uint64_t begin_ns, uint64_t end_ns,
+                     uint32_t repetitions)>
+      on_span;
+};
+
+/// Runs until `stop` turns true. Throws DeviceError when the link or probe cannot be opened.
+void run_agent(const AgentOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace ergon::devices
