@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 namespace ergon::profiler {
 namespace {
@@ -12,21 +13,22 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using Map = Eigen::Map<RowMatrix>;
 using ConstMap = Eigen::Map<const RowMatrix>;
 
-/// One image to columns: row (c, ky, kx), column (y, x), zero outside the image.
+/// One image to columns: row (c, ky, kx), column (output y, x), zero outside the image.
 void im2col(const ConvShape& s, const float* image, float* columns) {
-  const int k = static_cast<int>(s.kernel), pad = k / 2;
+  const int k = static_cast<int>(s.kernel), pad = k / 2, st = static_cast<int>(s.stride);
   const int h = static_cast<int>(s.height), w = static_cast<int>(s.width);
+  const int oh = static_cast<int>(s.out_height()), ow = static_cast<int>(s.out_width());
   for (uint32_t c = 0; c < s.in_ch; ++c) {
     for (int ky = 0; ky < k; ++ky) {
       for (int kx = 0; kx < k; ++kx) {
-        float* row = columns + ((static_cast<std::size_t>(c) * k + ky) * k + kx) * h * w;
-        for (int y = 0; y < h; ++y) {
-          const int sy = y + ky - pad;
-          for (int x = 0; x < w; ++x) {
-            const int sx = x + kx - pad;
-            row[y * w + x] = (sy >= 0 && sy < h && sx >= 0 && sx < w)
-                                 ? image[(static_cast<std::size_t>(c) * h + sy) * w + sx]
-                                 : 0.0F;
+        float* row = columns + ((static_cast<std::size_t>(c) * k + ky) * k + kx) * oh * ow;
+        for (int y = 0; y < oh; ++y) {
+          const int sy = y * st + ky - pad;
+          for (int x = 0; x < ow; ++x) {
+            const int sx = x * st + kx - pad;
+            row[y * ow + x] = (sy >= 0 && sy < h && sx >= 0 && sx < w)
+                                  ? image[(static_cast<std::size_t>(c) * h + sy) * w + sx]
+                                  : 0.0F;
           }
         }
       }
@@ -36,19 +38,20 @@ void im2col(const ConvShape& s, const float* image, float* columns) {
 
 /// The inverse scatter: adds each column entry back to the pixel it came from.
 void col2im(const ConvShape& s, const float* columns, float* image) {
-  const int k = static_cast<int>(s.kernel), pad = k / 2;
+  const int k = static_cast<int>(s.kernel), pad = k / 2, st = static_cast<int>(s.stride);
   const int h = static_cast<int>(s.height), w = static_cast<int>(s.width);
+  const int oh = static_cast<int>(s.out_height()), ow = static_cast<int>(s.out_width());
   std::fill(image, image + std::size_t{s.in_ch} * h * w, 0.0F);
   for (uint32_t c = 0; c < s.in_ch; ++c) {
     for (int ky = 0; ky < k; ++ky) {
       for (int kx = 0; kx < k; ++kx) {
-        const float* row = columns + ((static_cast<std::size_t>(c) * k + ky) * k + kx) * h * w;
-        for (int y = 0; y < h; ++y) {
-          const int sy = y + ky - pad;
+        const float* row = columns + ((static_cast<std::size_t>(c) * k + ky) * k + kx) * oh * ow;
+        for (int y = 0; y < oh; ++y) {
+          const int sy = y * st + ky - pad;
           if (sy < 0 || sy >= h) continue;
-          for (int x = 0; x < w; ++x) {
-            const int sx = x + kx - pad;
-            if (sx >= 0 && sx < w) image[(static_cast<std::size_t>(c) * h + sy) * w + sx] += row[y * w + x];
+          for (int x = 0; x < ow; ++x) {
+            const int sx = x * st + kx - pad;
+            if (sx >= 0 && sx < w) image[(static_cast<std::size_t>(c) * h + sy) * w + sx] += row[y * ow + x];
           }
         }
       }
@@ -63,10 +66,11 @@ void conv2d_forward(const ConvShape& s, std::span<const float> x, std::span<cons
   assert(x.size() >= s.input_size() && w.size() >= s.weight_size() && y.size() >= s.output_size() &&
          columns.size() >= s.columns_size());
   const auto rows = static_cast<Eigen::Index>(std::size_t{s.in_ch} * s.kernel * s.kernel);
-  const auto pixels = static_cast<Eigen::Index>(std::size_t{s.height} * s.width);
+  const auto in_pixels = static_cast<std::size_t>(s.height) * s.width;
+  const auto pixels = static_cast<Eigen::Index>(std::size_t{s.out_height()} * s.out_width());
   const ConstMap weights(w.data(), s.out_ch, rows);
   for (uint32_t n = 0; n < s.batch; ++n) {
-    im2col(s, x.data() + std::size_t{n} * s.in_ch * pixels, columns.data());
+    im2col(s, x.data() + std::size_t{n} * s.in_ch * in_pixels, columns.data());
     Map out(y.data() + std::size_t{n} * s.out_ch * pixels, s.out_ch, pixels);
     out.noalias() = weights * ConstMap(columns.data(), rows, pixels);
   }
@@ -76,16 +80,17 @@ void conv2d_backward(const ConvShape& s, std::span<const float> x, std::span<con
                      std::span<const float> dy, std::span<float> dx, std::span<float> dw,
                      std::span<float> columns) {
   const auto rows = static_cast<Eigen::Index>(std::size_t{s.in_ch} * s.kernel * s.kernel);
-  const auto pixels = static_cast<Eigen::Index>(std::size_t{s.height} * s.width);
+  const auto in_pixels = static_cast<std::size_t>(s.height) * s.width;
+  const auto pixels = static_cast<Eigen::Index>(std::size_t{s.out_height()} * s.out_width());
   const ConstMap weights(w.data(), s.out_ch, rows);
   Map weight_grad(dw.data(), s.out_ch, rows);
   weight_grad.setZero();
   for (uint32_t n = 0; n < s.batch; ++n) {
     const ConstMap grad(dy.data() + std::size_t{n} * s.out_ch * pixels, s.out_ch, pixels);
-    im2col(s, x.data() + std::size_t{n} * s.in_ch * pixels, columns.data());
+    im2col(s, x.data() + std::size_t{n} * s.in_ch * in_pixels, columns.data());
     weight_grad.noalias() += grad * ConstMap(columns.data(), rows, pixels).transpose();
     Map(columns.data(), rows, pixels).noalias() = weights.transpose() * grad;
-    col2im(s, columns.data(), dx.data() + std::size_t{n} * s.in_ch * pixels);
+    col2im(s, columns.data(), dx.data() + std::size_t{n} * s.in_ch * in_pixels);
   }
 }
 
@@ -157,6 +162,94 @@ void add_forward(std::span<const float> a, std::span<const float> b, std::span<f
 void add_backward(std::span<const float> dy, std::span<float> da, std::span<float> db) {
   std::copy(dy.begin(), dy.end(), da.begin());
   std::copy(dy.begin(), dy.end(), db.begin());
+}
+
+void batch_norm_forward(uint32_t batch, uint32_t channels, uint32_t pixels,
+                        std::span<const float> x, std::span<const float> gamma,
+                        std::span<const float> beta, std::span<float> y, std::span<float> saved,
+                        float epsilon) {
+  const double m = static_cast<double>(batch) * pixels;
+  for (uint32_t c = 0; c < channels; ++c) {
+    double sum = 0, sq = 0;
+    for (uint32_t n = 0; n < batch; ++n) {
+      const float* p = x.data() + (std::size_t{n} * channels + c) * pixels;
+      for (uint32_t i = 0; i < pixels; ++i) {
+        sum += p[i];
+        sq += static_cast<double>(p[i]) * p[i];
+      }
+    }
+    const double mean = sum / m;
+    const double var = std::max(0.0, sq / m - mean * mean);
+    const auto inv_std = static_cast<float>(1.0 / std::sqrt(var + epsilon));
+    saved[c] = static_cast<float>(mean);
+    saved[channels + c] = inv_std;
+    for (uint32_t n = 0; n < batch; ++n) {
+      const std::size_t base = (std::size_t{n} * channels + c) * pixels;
+      for (uint32_t i = 0; i < pixels; ++i)
+        y[base + i] = gamma[c] * (x[base + i] - saved[c]) * inv_std + beta[c];
+    }
+  }
+}
+
+void batch_norm_backward(uint32_t batch, uint32_t channels, uint32_t pixels,
+                         std::span<const float> x, std::span<const float> gamma,
+                         std::span<const float> saved, std::span<const float> dy,
+                         std::span<float> dx, std::span<float> dgamma, std::span<float> dbeta) {
+  const double m = static_cast<double>(batch) * pixels;
+  for (uint32_t c = 0; c < channels; ++c) {
+    const float mean = saved[c], inv_std = saved[channels + c];
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (uint32_t n = 0; n < batch; ++n) {
+      const std::size_t base = (std::size_t{n} * channels + c) * pixels;
+      for (uint32_t i = 0; i < pixels; ++i) {
+        sum_dy += dy[base + i];
+        sum_dy_xhat += static_cast<double>(dy[base + i]) * (x[base + i] - mean) * inv_std;
+      }
+    }
+    dgamma[c] = static_cast<float>(sum_dy_xhat);
+    dbeta[c] = static_cast<float>(sum_dy);
+    // dx = gamma / sigma / m x (m dy - sum dy - xhat sum(dy xhat))
+    const double scale = gamma[c] * inv_std / m;
+    for (uint32_t n = 0; n < batch; ++n) {
+      const std::size_t base = (std::size_t{n} * channels + c) * pixels;
+      for (uint32_t i = 0; i < pixels; ++i) {
+        const double xhat = (x[base + i] - mean) * inv_std;
+        dx[base + i] = static_cast<float>(scale * (m * dy[base + i] - sum_dy - xhat * sum_dy_xhat));
+      }
+    }
+  }
+}
+
+void global_avg_pool_forward(uint32_t batch, uint32_t channels, uint32_t pixels,
+                             std::span<const float> x, std::span<float> y) {
+  for (std::size_t plane = 0; plane < std::size_t{batch} * channels; ++plane) {
+    double sum = 0;
+    for (uint32_t i = 0; i < pixels; ++i) sum += x[plane * pixels + i];
+    y[plane] = static_cast<float>(sum / pixels);
+  }
+}
+
+void global_avg_pool_backward(uint32_t batch, uint32_t channels, uint32_t pixels,
+                              std::span<const float> dy, std::span<float> dx) {
+  for (std::size_t plane = 0; plane < std::size_t{batch} * channels; ++plane)
+    for (uint32_t i = 0; i < pixels; ++i) dx[plane * pixels + i] = dy[plane] / static_cast<float>(pixels);
+}
+
+float softmax_cross_entropy(uint32_t batch, uint32_t classes, std::span<const float> logits,
+                            std::span<const uint32_t> labels, std::span<float> dlogits) {
+  double loss = 0;
+  for (uint32_t n = 0; n < batch; ++n) {
+    const float* z = logits.data() + std::size_t{n} * classes;
+    float* g = dlogits.data() + std::size_t{n} * classes;
+    const float top = *std::max_element(z, z + classes);
+    double total = 0;
+    for (uint32_t k = 0; k < classes; ++k) total += std::exp(static_cast<double>(z[k] - top));
+    for (uint32_t k = 0; k < classes; ++k)
+      g[k] = static_cast<float>(std::exp(static_cast<double>(z[k] - top)) / total / batch);
+    g[labels[n]] -= 1.0F / static_cast<float>(batch);
+    loss += std::log(total) + top - z[labels[n]];
+  }
+  return static_cast<float>(loss / batch);
 }
 
 }  // namespace ergon::profiler

@@ -10,15 +10,19 @@ namespace ergon::profiler {
 /// FLOP and byte counts the planner uses too. Backward kernels overwrite their outputs (no
 /// accumulation across calls).
 
-/// Stride 1, "same" padding (odd kernel), no bias.
+/// Padding kernel / 2 on each side (so stride 1 keeps the size), any stride, no bias.
 struct ConvShape {
-  uint32_t batch = 1, in_ch = 1, out_ch = 1, height = 1, width = 1, kernel = 3;
+  uint32_t batch = 1, in_ch = 1, out_ch = 1, height = 1, width = 1, kernel = 3, stride = 1;
+  [[nodiscard]] uint32_t out_height() const { return (height + 2 * (kernel / 2) - kernel) / stride + 1; }
+  [[nodiscard]] uint32_t out_width() const { return (width + 2 * (kernel / 2) - kernel) / stride + 1; }
   [[nodiscard]] std::size_t input_size() const { return std::size_t{batch} * in_ch * height * width; }
-  [[nodiscard]] std::size_t output_size() const { return std::size_t{batch} * out_ch * height * width; }
+  [[nodiscard]] std::size_t output_size() const {
+    return std::size_t{batch} * out_ch * out_height() * out_width();
+  }
   [[nodiscard]] std::size_t weight_size() const { return std::size_t{out_ch} * in_ch * kernel * kernel; }
   /// im2col scratch for one image.
   [[nodiscard]] std::size_t columns_size() const {
-    return std::size_t{in_ch} * kernel * kernel * height * width;
+    return std::size_t{in_ch} * kernel * kernel * out_height() * out_width();
   }
 };
 /// y = conv(x, w). `columns` is scratch of columns_size().
@@ -51,5 +55,28 @@ void max_pool_backward(uint32_t batch, uint32_t channels, uint32_t height, uint3
 void add_forward(std::span<const float> a, std::span<const float> b, std::span<float> y);
 /// Both inputs receive dy.
 void add_backward(std::span<const float> dy, std::span<float> da, std::span<float> db);
+
+/// Batch normalization in training mode over (batch, height, width) per channel, with scale
+/// gamma and shift beta; `saved` (2 x channels: mean, inverse standard deviation) is what the
+/// backward pass needs.
+void batch_norm_forward(uint32_t batch, uint32_t channels, uint32_t pixels,
+                        std::span<const float> x, std::span<const float> gamma,
+                        std::span<const float> beta, std::span<float> y, std::span<float> saved,
+                        float epsilon = 1e-5F);
+void batch_norm_backward(uint32_t batch, uint32_t channels, uint32_t pixels,
+                         std::span<const float> x, std::span<const float> gamma,
+                         std::span<const float> saved, std::span<const float> dy,
+                         std::span<float> dx, std::span<float> dgamma, std::span<float> dbeta);
+
+/// Mean over each channel's pixels: y[batch, channels].
+void global_avg_pool_forward(uint32_t batch, uint32_t channels, uint32_t pixels,
+                             std::span<const float> x, std::span<float> y);
+void global_avg_pool_backward(uint32_t batch, uint32_t channels, uint32_t pixels,
+                              std::span<const float> dy, std::span<float> dx);
+
+/// Mean softmax cross-entropy of logits[batch, classes] against labels; returns the loss and
+/// writes its gradient with respect to the logits.
+float softmax_cross_entropy(uint32_t batch, uint32_t classes, std::span<const float> logits,
+                            std::span<const uint32_t> labels, std::span<float> dlogits);
 
 }  // namespace ergon::profiler

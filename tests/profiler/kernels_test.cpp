@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <random>
 #include <vector>
@@ -54,6 +55,72 @@ TEST(Kernels, Conv2dGradientsMatchFiniteDifferences) {
     conv2d_backward(s, x, w, dy, dx, dw, cols);
     expect_gradient(x, dx, loss, "conv2d dx");
     expect_gradient(w, dw, loss, "conv2d dw");
+  }
+}
+
+TEST(Kernels, StridedConv2dGradientsMatchFiniteDifferences) {
+  for (uint32_t kernel : {1U, 3U}) {
+    const ConvShape s{.batch = 2, .in_ch = 3, .out_ch = 4, .height = 7, .width = 6, .kernel = kernel, .stride = 2};
+    EXPECT_EQ(s.out_height(), kernel == 1 ? 4U : 4U);
+    EXPECT_EQ(s.out_width(), 3U);
+    auto x = random_values(s.input_size(), 21), w = random_values(s.weight_size(), 22);
+    const auto dy = random_values(s.output_size(), 23);
+    std::vector<float> y(s.output_size()), cols(s.columns_size()), dx(x.size()), dw(w.size());
+    auto loss = [&] {
+      conv2d_forward(s, x, w, y, cols);
+      return dot(dy, y);
+    };
+    conv2d_backward(s, x, w, dy, dx, dw, cols);
+    expect_gradient(x, dx, loss, "strided conv2d dx");
+    expect_gradient(w, dw, loss, "strided conv2d dw");
+  }
+}
+
+TEST(Kernels, BatchNormPoolingAndCrossEntropyGradientsMatchFiniteDifferences) {
+  {
+    const uint32_t n = 3, c = 2, px = 5;
+    auto x = random_values(n * c * px, 31), gamma = random_values(c, 32), beta = random_values(c, 33);
+    const auto dy = random_values(x.size(), 34);
+    std::vector<float> y(x.size()), saved(2 * c), dx(x.size()), dg(c), db(c);
+    batch_norm_forward(n, c, px, x, gamma, beta, y, saved);
+    batch_norm_backward(n, c, px, x, gamma, saved, dy, dx, dg, db);
+    auto loss = [&] {
+      batch_norm_forward(n, c, px, x, gamma, beta, y, saved);
+      return dot(dy, y);
+    };
+    expect_gradient(x, dx, loss, "batch norm dx");
+    expect_gradient(gamma, dg, loss, "batch norm dgamma");
+    expect_gradient(beta, db, loss, "batch norm dbeta");
+    // Normalized: each channel of the output has mean beta.
+    batch_norm_forward(n, c, px, x, gamma, beta, y, saved);
+    double mean0 = 0;
+    for (uint32_t b = 0; b < n; ++b)
+      for (uint32_t i = 0; i < px; ++i) mean0 += y[(b * c) * px + i];
+    EXPECT_NEAR(mean0 / (n * px), beta[0], 1e-5);
+  }
+  {
+    const uint32_t n = 2, c = 3, px = 4;
+    auto x = random_values(n * c * px, 35);
+    const auto dy = random_values(n * c, 36);
+    std::vector<float> y(n * c), dx(x.size());
+    global_avg_pool_backward(n, c, px, dy, dx);
+    auto loss = [&] {
+      global_avg_pool_forward(n, c, px, x, y);
+      return dot(dy, y);
+    };
+    expect_gradient(x, dx, loss, "global average pool dx");
+  }
+  {
+    const uint32_t n = 4, k = 5;
+    auto z = random_values(n * k, 37);
+    const std::vector<uint32_t> labels = {0, 3, 4, 1};
+    std::vector<float> dz(z.size()), scratch(z.size());
+    softmax_cross_entropy(n, k, z, labels, dz);
+    auto loss = [&] { return static_cast<double>(softmax_cross_entropy(n, k, z, labels, scratch)); };
+    expect_gradient(z, dz, loss, "cross-entropy dlogits");
+    // Uniform logits: the loss is log(classes).
+    const std::vector<float> flat(n * k, 0.5F);
+    EXPECT_NEAR(softmax_cross_entropy(n, k, flat, labels, scratch), std::log(5.0), 1e-6);
   }
 }
 
