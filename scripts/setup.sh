@@ -13,6 +13,7 @@ packages=(
   coinor-libcbc-dev libeigen3-dev     # MILP solver (planner), linear algebra
   libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX model import
   libusb-1.0-0-dev                    # USB-I2C bridges (MCP2221A), USB discovery
+  g++-aarch64-linux-gnu               # ergon-agent for 64-bit Arm boards (preset arm64-agent)
 )
 
 missing=()

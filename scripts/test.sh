@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything, fuzzes the protocol decoder for a bounded time
-# (libFuzzer, clang, ASan + UBSan), then runs every test that needs no hardware.
+# Installs what is missing, builds everything (and ergon-agent for arm64), fuzzes the protocol
+# decoder and the tegrastats parser for a bounded time (libFuzzer, clang, ASan + UBSan), then
+# runs every test that needs no hardware.
 #   ERGON_FUZZ_SECONDS   fuzzing time (default 60; 0 skips fuzzing)
 #   ERGON_HARDWARE_TESTS=1 also runs tests labelled `hardware` (boards attached)
 set -euo pipefail
@@ -10,6 +11,10 @@ jobs=$(nproc)
 
 cmake --preset default
 cmake --build --preset default -j "$jobs"
+
+# The board agent cross-built for 64-bit Arm, so a change that breaks it fails here.
+cmake --preset arm64-agent >/dev/null
+cmake --build --preset arm64-agent -j "$jobs"
 
 fuzz_seconds=${ERGON_FUZZ_SECONDS:-60}
 if [[ $fuzz_seconds != 0 ]]; then
