@@ -210,6 +210,12 @@ std::string power_mode_names(const BoardProfile& board) {
   return names;
 }
 
+probes::PowerSample monitor_sample(const BoardProfile& board, const probes::Ina219Model& ina,
+                                   double power_w, double shunt_noise_v, uint64_t ticks) {
+  const SupplyReading supply = supply_reading(board, power_w);
+  return ina.decode(ina.convert(supply.bus_v, supply.current_a, shunt_noise_v), 0, ticks);
+}
+
 uint64_t simulated_ticks(int64_t true_ns, double drift_ppm, int64_t offset_ns, uint64_t tick_hz) {
   const long double device_ns = static_cast<long double>(true_ns) * (1.0L + drift_ppm * 1e-6L) +
                                 static_cast<long double>(offset_ns);

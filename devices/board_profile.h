@@ -90,6 +90,11 @@ struct SupplyReading {
   double current_a = 0;
 };
 SupplyReading supply_reading(const BoardProfile& board, double power_w);
+/// One conversion of the board's INA219 while the board draws `power_w`: the drooped rail as
+/// the chip quantizes it, with `shunt_noise_v` of noise (the board simulator and the
+/// simulated power logger both measure through this).
+probes::PowerSample monitor_sample(const BoardProfile& board, const probes::Ina219Model& ina,
+                                   double power_w, double shunt_noise_v, uint64_t ticks);
 /// A simulated device's clock: its tick at a true time, given its crystal's error and the
 /// time since its boot (device ns = true ns x (1 + drift) + offset).
 uint64_t simulated_ticks(int64_t true_ns, double drift_ppm, int64_t offset_ns, uint64_t tick_hz);

@@ -315,12 +315,9 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
 }
 
 void SimBoard::take_sample(int64_t t_ns, double power_w, std::vector<uint8_t>& out) {
-  // The truth is what an ideal monitor on the drooped rail would report.
-  const SupplyReading supply = supply_reading(board_, power_w);
   std::normal_distribution<double> noise(0.0, board_.shunt_noise_v);
-  const auto regs = ina_.convert(supply.bus_v, supply.current_a, noise(rng_));
   const uint64_t ticks = ticks_at(t_ns);
-  const auto sample = ina_.decode(regs, 0, ticks);
+  const auto sample = monitor_sample(board_, ina_, power_w, noise(rng_), ticks);
 
   if (!batch_.fits(ticks)) flush_batch(out);
   ++runs_.back().samples_sent;

@@ -87,12 +87,10 @@ void SimPowerLogger::receive(const uint8_t* data, std::size_t n, int64_t now_ns,
 
 void SimPowerLogger::sample_until(int64_t t_ns, double power_w, std::vector<uint8_t>& out) {
   if (!running_) return;
-  const SupplyReading supply = supply_reading(board_, power_w);
   std::normal_distribution<double> noise(0.0, board_.shunt_noise_v);
   for (; next_sample_ns_ <= t_ns; next_sample_ns_ += sample_period_ns_) {
     const uint64_t ticks = ticks_at(next_sample_ns_);
-    const auto sample =
-        ina_.decode(ina_.convert(supply.bus_v, supply.current_a, noise(rng_)), 0, ticks);
+    const auto sample = monitor_sample(board_, ina_, power_w, noise(rng_), ticks);
     if (!batch_.fits(ticks)) flush_batch(out);
     ++runs_.back().samples_sent;
     if (batch_.append(ticks, sample.bus_uv, sample.current_ua, sample.power_uw, sample.flags))

@@ -50,19 +50,22 @@ HidTransport::Report Mcp2221Bus::command(const HidTransport::Report& report, con
   return answer;
 }
 
+void Mcp2221Bus::not_acknowledged(uint8_t address) {
+  // Cancel the transfer so that the engine is idle for the next one, then say why.
+  HidTransport::Report cancel{};
+  cancel[0] = kStatus;
+  cancel[2] = 0x10;
+  command(cancel, "cancel after", address);
+  throw DeviceError("I2C transfer to " + hex(address) + " on " + name() +
+                    " failed: no device answered at that address");
+}
+
 void Mcp2221Bus::wait_idle(uint8_t address, const char* what) {
   for (int i = 0; i < kMaxStatusPolls; ++i) {
     HidTransport::Report r{};
     r[0] = kStatus;
     const auto status = command(r, what, address);
-    if (status[8] == kStateAddressNack) {
-      HidTransport::Report cancel{};
-      cancel[0] = kStatus;
-      cancel[2] = 0x10;
-      command(cancel, "cancel after", address);
-      throw DeviceError("I2C transfer to " + hex(address) + " on " + name() +
-                        " failed: no device answered at that address");
-    }
+    if (status[8] == kStateAddressNack) not_acknowledged(address);
     if (status[8] == 0) return;  // idle: done
   }
   throw DeviceError(name() + ": the I2C engine stayed busy while trying to " + what + " " +
@@ -94,14 +97,7 @@ void Mcp2221Bus::read_into(uint8_t cmd, uint8_t address, std::span<uint8_t> in) 
   HidTransport::Report get{};
   get[0] = kGetData;
   const auto data = command(get, "read from", address);
-  if (data[1] != 0 || data[3] == 127 || data[2] == kStateAddressNack) {
-    HidTransport::Report cancel{};
-    cancel[0] = kStatus;
-    cancel[2] = 0x10;
-    command(cancel, "cancel after", address);
-    throw DeviceError("I2C transfer to " + hex(address) + " on " + name() +
-                      " failed: no device answered at that address");
-  }
+  if (data[1] != 0 || data[3] == 127 || data[2] == kStateAddressNack) not_acknowledged(address);
   if (data[3] != in.size())
     throw DeviceError(name() + ": read " + std::to_string(data[3]) + " bytes from " + hex(address) +
                       ", expected " + std::to_string(in.size()));

@@ -42,6 +42,8 @@ class Mcp2221Bus final : public I2cBus {
   void read_into(uint8_t cmd, uint8_t address, std::span<uint8_t> in);
   /// After a transfer: waits for the engine to finish; DeviceError on a NACK (and cancels).
   void wait_idle(uint8_t address, const char* what);
+  /// Cancels the failed transfer and throws DeviceError: nobody acknowledged `address`.
+  [[noreturn]] void not_acknowledged(uint8_t address);
 
   std::unique_ptr<HidTransport> transport_;
 };

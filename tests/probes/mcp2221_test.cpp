@@ -118,10 +118,11 @@ TEST(Mcp2221, AnAddressNobodyAnswersIsOneClearErrorAndTheBridgeRecovers) {
   EXPECT_EQ(read_register(bus, 0x41, 0xFE), 0x5449);  // the INA226's manufacturer ID
 }
 
-TEST(Mcp2221, WithoutABridgeOnUsbOpeningSaysSo) {
-  if (!find_mcp2221().empty()) GTEST_SKIP() << "a real MCP2221A is plugged in";
+TEST(Mcp2221, OpeningABridgeThatIsNotThereSaysSo) {
+  // One past the bridges plugged in (none, on a CI machine) is never there.
+  const int absent = static_cast<int>(find_mcp2221().size());
   try {
-    open_mcp2221_usb();
+    open_mcp2221_usb(absent);
     ADD_FAILURE();
   } catch (const DeviceError& e) {
     const std::string what = e.what();

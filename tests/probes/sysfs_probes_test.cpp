@@ -92,18 +92,32 @@ TEST_F(RaplTest, PowerIsTheEnergyCounterSlopeAcrossWraparound) {
   EXPECT_EQ(s[0].power_uw, 10'000'000);
 }
 
-TEST_F(RaplTest, AnUnreadableCounterSaysWhy) {
+TEST_F(RaplTest, AnUnreadableCounterSaysWhichFileAndWhy) {
   const auto zones = find_rapl(root_);
-  fs::permissions(root_ / "sys/class/powercap/intel-rapl:0/energy_uj", fs::perms::none);
   FakeClock clock;
   EXPECT_THROW(open_rapl({}, 0.5, clock), DeviceError);
-  auto probe = open_rapl(zones, 0.5, clock);
-  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
+  // A counter that is not a number (here a directory in its place) names its file.
+  const fs::path counter = root_ / "sys/class/powercap/intel-rapl:1/energy_uj";
+  fs::remove(counter);
+  fs::create_directory(counter);
   try {
-    probe->start();
+    open_rapl(zones, 0.5, clock)->start();
     ADD_FAILURE();
   } catch (const DeviceError& e) {
-    EXPECT_NE(std::string(e.what()).find("root-only"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(counter.string()), std::string::npos) << e.what();
+  }
+  // Without permission (root reads anything, so only when not root) the error says it is
+  // root-only.
+  fs::remove(counter);
+  std::ofstream(counter) << "1\n";
+  fs::permissions(root_ / "sys/class/powercap/intel-rapl:0/energy_uj", fs::perms::none);
+  if (::geteuid() != 0) {
+    try {
+      open_rapl(zones, 0.5, clock)->start();
+      ADD_FAILURE();
+    } catch (const DeviceError& e) {
+      EXPECT_NE(std::string(e.what()).find("root-only"), std::string::npos) << e.what();
+    }
   }
 }
 
