@@ -22,12 +22,19 @@ struct ForwardOp {
   /// What autograd saves for the backward pass: the op's inputs and/or its output.
   bool backward_needs_inputs = true;
   bool backward_needs_output = false;
+  /// What running the op on real tensors needs (zoo models; empty or 0 from ONNX and graph
+  /// JSON): the output's shape (N, C, H, W) or (N, features), and for conv2d and maxpool the
+  /// window, stride, padding and groups; `bias` for conv2d and linear.
+  std::vector<uint64_t> shape;
+  uint64_t kernel = 0, stride = 1, padding = 0, groups = 1;
+  bool bias = false;
 };
 
 /// A model's forward pass: ops in topological order, the last one producing the logits.
 struct ForwardGraph {
   std::string name;
   uint64_t input_bytes = 0;  ///< the data batch
+  std::vector<uint64_t> input_shape;  ///< (N, C, H, W) or (N, features); empty when unknown
   std::vector<ForwardOp> ops;
 
   [[nodiscard]] uint64_t param_bytes() const;

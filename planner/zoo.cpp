@@ -71,6 +71,7 @@ class Builder {
   Builder(std::string name, std::vector<uint64_t> input_shape, uint64_t input_element_bytes) {
     graph_.name = std::move(name);
     input_.shape = std::move(input_shape);
+    graph_.input_shape = input_.shape;
     graph_.input_bytes = input_.elements() * input_element_bytes;
   }
 
@@ -86,6 +87,7 @@ class Builder {
     const uint64_t macs =
         x.batch() * out_channels * h * w * (in_channels / groups) * kernel * kernel;
     const uint64_t params = weights + (bias == Bias::kWith ? out_channels : 0);
+    attrs_ = {kernel, stride, padding, groups, bias == Bias::kWith};
     return weighted(name, "conv2d", x, out, 2 * macs, params);
   }
 
@@ -100,6 +102,7 @@ class Builder {
     uint64_t params = 0;
     if (tied == Weights::kOwn)
       params = in_features * out_features + (bias == Bias::kWith ? out_features : 0);
+    attrs_ = {0, 1, 0, 1, bias == Bias::kWith};
     return weighted(name, "linear", x, out, 2 * rows * in_features * out_features, params);
   }
 
@@ -134,6 +137,9 @@ class Builder {
                                     conv_out(x.shape[2], kernel, stride, padding),
                                     conv_out(x.shape[3], kernel, stride, padding)};
     ForwardOp op = make(name, "maxpool", {x.op}, Saves::kInputs);
+    op.kernel = kernel;
+    op.stride = stride;
+    op.padding = padding;
     op.forward_flops = elements_of(out) * kernel * kernel;
     op.backward_flops = elements_of(out);
     return push(std::move(op), out);
@@ -209,6 +215,12 @@ class Builder {
     op.forward_flops = flops;
     op.backward_flops = x.op == kGraphInput ? flops : 2 * flops;
     op.param_bytes = params * kFloatBytes;
+    op.kernel = attrs_.kernel;
+    op.stride = attrs_.stride;
+    op.padding = attrs_.padding;
+    op.groups = attrs_.groups;
+    op.bias = attrs_.bias;
+    attrs_ = {};
     return push(std::move(op), std::move(out));
   }
 
@@ -223,14 +235,21 @@ class Builder {
   }
 
   Tensor push(ForwardOp op, std::vector<uint64_t> shape) {
+    op.shape = shape;
     Tensor out{static_cast<int>(graph_.ops.size()), std::move(shape)};
     op.output_bytes = out.elements() * kFloatBytes;
     graph_.ops.push_back(std::move(op));
     return out;
   }
 
+  /// The window and bias attributes of the weighted op being built (conv2d, linear).
+  struct Attrs {
+    uint64_t kernel = 0, stride = 1, padding = 0, groups = 1;
+    bool bias = false;
+  };
   ForwardGraph graph_;
   Tensor input_;
+  Attrs attrs_;
 };
 
 // MLP (POET's benchmark): 784 -> 1024 x6 -> 10 with relu between.
