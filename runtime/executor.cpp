@@ -62,6 +62,18 @@ class Executor {
     std::filesystem::create_directories(scratch_);
   }
 
+  void set_parameters(const std::vector<Buffer>& params) {
+    if (params.size() != params_.size())
+      throw InputError("parameters for " + std::to_string(params.size()) + " ops, " + f_.name + " has " +
+                       std::to_string(params_.size()));
+    for (std::size_t i = 0; i < params.size(); ++i)
+      if (params[i].size() != params_[i].size())
+        throw InputError("op " + f_.ops[i].name + " has " + std::to_string(params_[i].size()) +
+                         " parameters, not " + std::to_string(params[i].size()));
+    params_ = params;
+  }
+  const std::vector<Buffer>& parameters() const { return params_; }
+
   ExecutionResult run(const planner::Schedule& s) {
     std::vector<char> computed(g_.size(), 0);
     for (std::size_t step = 0; step < s.steps.size(); ++step) {
@@ -297,8 +309,16 @@ class Executor {
 
 ExecutionResult execute(const planner::ForwardGraph& forward, const planner::TrainingGraph& graph,
                         const planner::Schedule& schedule, const std::filesystem::path& scratch,
-                        uint32_t seed) {
-  return Executor(forward, graph, scratch, seed).run(schedule);
+                        uint32_t seed, const std::vector<std::vector<float>>* parameters) {
+  Executor e(forward, graph, scratch, seed);
+  if (parameters != nullptr) e.set_parameters(*parameters);
+  return e.run(schedule);
+}
+
+std::vector<std::vector<float>> initial_parameters(const planner::ForwardGraph& forward,
+                                                   const planner::TrainingGraph& graph,
+                                                   uint32_t seed) {
+  return Executor(forward, graph, std::filesystem::temp_directory_path(), seed).parameters();
 }
 
 }  // namespace ergon::runtime

@@ -31,8 +31,16 @@ struct ExecutionResult {
 /// groups, batchnorm, relu, add, maxpool with window = stride, global avgpool, linear, the
 /// cross-entropy loss); anything else is an InputError naming the op. A schedule that reads
 /// what is not in memory is a DeviceError naming the step.
+/// `parameters` (as initial_parameters() lays them out) replaces the seeded ones.
 ExecutionResult execute(const planner::ForwardGraph& forward, const planner::TrainingGraph& graph,
                         const planner::Schedule& schedule, const std::filesystem::path& scratch,
-                        uint32_t seed = 1);
+                        uint32_t seed = 1,
+                        const std::vector<std::vector<float>>* parameters = nullptr);
+
+/// The parameters execute() uses for `seed`: per forward op, weights then bias (or batch
+/// norm's scale then shift), empty for ops without parameters.
+std::vector<std::vector<float>> initial_parameters(const planner::ForwardGraph& forward,
+                                                   const planner::TrainingGraph& graph,
+                                                   uint32_t seed = 1);
 
 }  // namespace ergon::runtime
