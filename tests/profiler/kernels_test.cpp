@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace ergon::profiler {
@@ -121,6 +122,137 @@ TEST(Kernels, BatchNormPoolingAndCrossEntropyGradientsMatchFiniteDifferences) {
     // Uniform logits: the loss is log(classes).
     const std::vector<float> flat(n * k, 0.5F);
     EXPECT_NEAR(softmax_cross_entropy(n, k, flat, labels, scratch), std::log(5.0), 1e-6);
+  }
+}
+
+TEST(Kernels, DepthwiseConv2dGradientsMatchFiniteDifferences) {
+  for (uint32_t stride : {1U, 2U}) {
+    const ConvShape s{.batch = 2, .in_ch = 3, .out_ch = 3, .height = 7, .width = 6, .kernel = 3,
+                      .stride = stride};
+    auto x = random_values(s.input_size(), 61), w = random_values(3 * 9, 62);
+    const auto dy = random_values(s.output_size(), 63);
+    std::vector<float> y(s.output_size()), dx(x.size()), dw(w.size());
+    auto loss = [&] {
+      depthwise_conv2d_forward(s, x, w, y);
+      return dot(dy, y);
+    };
+    depthwise_conv2d_backward(s, x, w, dy, dx, dw);
+    expect_gradient(x, dx, loss, "depthwise dx");
+    expect_gradient(w, dw, loss, "depthwise dw");
+  }
+}
+
+TEST(Kernels, DepthwiseConv2dIsAConvolutionWithOneFilterPerChannel) {
+  // The same as a full convolution whose weights are zero across channels.
+  const ConvShape s{.batch = 1, .in_ch = 4, .out_ch = 4, .height = 5, .width = 5, .kernel = 3,
+                    .stride = 2};
+  const auto x = random_values(s.input_size(), 64), w = random_values(4 * 9, 65);
+  std::vector<float> full(s.weight_size(), 0.0F);
+  for (uint32_t c = 0; c < 4; ++c)
+    for (uint32_t k = 0; k < 9; ++k) full[(c * 4 + c) * 9 + k] = w[c * 9 + k];
+  std::vector<float> a(s.output_size()), b(s.output_size()), cols(s.columns_size());
+  depthwise_conv2d_forward(s, x, w, a);
+  conv2d_forward(s, x, full, b, cols);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << i;
+}
+
+TEST(Kernels, ActivationGradientsMatchFiniteDifferences) {
+  // Inputs kept away from relu6's kinks at 0 and 6, where the derivative jumps.
+  auto x = random_values(60, 66);
+  for (float& v : x) v = v * 4.0F + 3.0F;
+  for (float& v : x)
+    if (std::abs(v) < 0.05F || std::abs(v - 6.0F) < 0.05F) v += 0.2F;
+  const auto dy = random_values(x.size(), 67);
+  std::vector<float> y(x.size()), dx(x.size());
+  const struct {
+    const char* name;
+    void (*forward)(std::span<const float>, std::span<float>);
+    void (*backward)(std::span<const float>, std::span<const float>, std::span<float>);
+    bool reads_output;
+  } acts[] = {{"relu6", relu6_forward, relu6_backward, true},
+              {"gelu", gelu_forward, gelu_backward, false},
+              {"tanh", tanh_forward, tanh_backward, true},
+              {"sigmoid", sigmoid_forward, sigmoid_backward, true}};
+  for (const auto& a : acts) {
+    auto v = x;
+    for (float& e : v) e = a.reads_output && std::string(a.name) != "relu6" ? e / 3.0F : e;
+    a.forward(v, y);
+    a.backward(a.reads_output ? std::span<const float>(y) : std::span<const float>(v), dy, dx);
+    auto loss = [&] {
+      a.forward(v, y);
+      return dot(dy, y);
+    };
+    expect_gradient(v, dx, loss, a.name);
+  }
+  // GELU's tanh form: gelu(1) = 0.8412 (PyTorch, approximate='tanh').
+  const std::vector<float> one{1.0F};
+  std::vector<float> out(1);
+  gelu_forward(one, out);
+  EXPECT_NEAR(out[0], 0.8412F, 1e-4F);
+}
+
+TEST(Kernels, LayerNormAndEmbeddingGradientsMatchFiniteDifferences) {
+  {
+    const uint32_t rows = 4, f = 6;
+    auto x = random_values(rows * f, 68), gamma = random_values(f, 69), beta = random_values(f, 70);
+    const auto dy = random_values(x.size(), 71);
+    std::vector<float> y(x.size()), saved(2 * rows), dx(x.size()), dg(f), db(f);
+    layer_norm_forward(rows, f, x, gamma, beta, y, saved);
+    layer_norm_backward(rows, f, x, gamma, saved, dy, dx, dg, db);
+    auto loss = [&] {
+      layer_norm_forward(rows, f, x, gamma, beta, y, saved);
+      return dot(dy, y);
+    };
+    expect_gradient(x, dx, loss, "layer norm dx");
+    expect_gradient(gamma, dg, loss, "layer norm dgamma");
+    expect_gradient(beta, db, loss, "layer norm dbeta");
+  }
+  {
+    const uint32_t batch = 2, seq = 3, dim = 4;
+    const std::vector<uint32_t> rows{5, 3, 2};
+    const std::vector<int64_t> ids{4, 0, 4, 1, 2, 9};  // 9 is clamped to the last row
+    auto tables = random_values((5 + 3 + 2) * dim, 72);
+    const auto dy = random_values(batch * seq * dim, 73);
+    std::vector<float> y(dy.size()), dt(tables.size());
+    embedding_backward(batch, seq, dim, rows, ids, dy, dt);
+    auto loss = [&] {
+      embedding_forward(batch, seq, dim, rows, ids, tables, y);
+      return dot(dy, y);
+    };
+    expect_gradient(tables, dt, loss, "embedding dtables");
+    // Token 1 of sample 1 reads word 2, position 1 and type 0.
+    embedding_forward(batch, seq, dim, rows, ids, tables, y);
+    EXPECT_NEAR(y[(3 + 1) * dim], tables[2 * dim] + tables[(5 + 1) * dim] + tables[8 * dim], 1e-6);
+  }
+}
+
+TEST(Kernels, AttentionGradientsMatchFiniteDifferences) {
+  for (bool causal : {false, true}) {
+    const AttentionShape s{.batch = 2, .seq = 4, .dim = 6, .heads = 2, .causal = causal};
+    auto qkv = random_values(s.qkv_size(), 74);
+    const auto dctx = random_values(s.context_size(), 75);
+    std::vector<float> p(s.scores_size()), ctx(s.context_size()), dp(p.size()), dqkv_c(qkv.size()),
+        dqkv_s(qkv.size()), dqkv(qkv.size());
+    // The two ops chained, as a transformer layer runs them.
+    attention_scores_forward(s, qkv, p);
+    attention_context_backward(s, p, qkv, dctx, dp, dqkv_c);
+    attention_scores_backward(s, qkv, p, dp, dqkv_s);
+    for (std::size_t i = 0; i < qkv.size(); ++i) dqkv[i] = dqkv_c[i] + dqkv_s[i];
+    auto loss = [&] {
+      attention_scores_forward(s, qkv, p);
+      attention_context_forward(s, p, qkv, ctx);
+      return dot(dctx, ctx);
+    };
+    expect_gradient(qkv, dqkv, loss, causal ? "causal attention dqkv" : "attention dqkv");
+    // Rows are distributions; a causal row sees nothing after its own position.
+    attention_scores_forward(s, qkv, p);
+    double row0 = 0;
+    for (uint32_t j = 0; j < s.seq; ++j) row0 += p[j];
+    EXPECT_NEAR(row0, 1.0, 1e-6);
+    if (causal) {
+      EXPECT_EQ(p[1], 0.0F);
+      EXPECT_NEAR(p[0], 1.0F, 1e-6F);
+    }
   }
 }
 
