@@ -28,6 +28,14 @@ struct ForwardOp {
   std::vector<uint64_t> shape;
   uint64_t kernel = 0, stride = 1, padding = 0, groups = 1;
   bool bias = false;
+  /// linear: reads only each sample's first token (BERT's pooler); shares an earlier op's
+  /// weights (GPT-2's lm_head).
+  bool first_token_only = false, tied_weights = false;
+  /// attention_scores: heads, and whether a position sees only those before it.
+  uint64_t heads = 0;
+  bool causal = false;
+  /// embedding: the rows of each summed table (token, position, type).
+  std::vector<uint64_t> table_rows;
 };
 
 /// A model's forward pass: ops in topological order, the last one producing the logits.

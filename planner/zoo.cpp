@@ -103,7 +103,10 @@ class Builder {
     if (tied == Weights::kOwn)
       params = in_features * out_features + (bias == Bias::kWith ? out_features : 0);
     attrs_ = {0, 1, 0, 1, bias == Bias::kWith};
-    return weighted(name, "linear", x, out, 2 * rows * in_features * out_features, params);
+    Tensor y = weighted(name, "linear", x, out, 2 * rows * in_features * out_features, params);
+    graph_.ops.back().first_token_only = tokens == Tokens::kFirst;
+    graph_.ops.back().tied_weights = tied == Weights::kTied;
+    return y;
   }
 
   Tensor batchnorm(const std::string& name, const Tensor& x) {
@@ -162,6 +165,7 @@ class Builder {
     op.forward_flops = elements_of(out) * (tables - 1);
     op.backward_flops = elements_of(out) * tables;
     for (uint64_t rows : table_rows) op.param_bytes += rows * dim * kFloatBytes;
+    op.table_rows = table_rows;
     return push(std::move(op), out);
   }
 
@@ -176,6 +180,8 @@ class Builder {
     ForwardOp op = make(name, "attention_scores", {qkv.op}, Saves::kBoth);
     op.forward_flops = matmul + scores * (1 + 5 + (mask == Mask::kCausal ? 1 : 0));
     op.backward_flops = 2 * matmul + scores * (4 + 1);
+    op.heads = heads;
+    op.causal = mask == Mask::kCausal;
     return push(std::move(op), {n, heads, t, t});
   }
 

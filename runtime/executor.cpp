@@ -1,10 +1,14 @@
 #include "runtime/executor.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
-#include <map>
-#include <optional>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
 #include <random>
+#include <span>
 
 #include "common/error.h"
 #include "profiler/kernels.h"
@@ -24,6 +28,8 @@ std::size_t elements(const std::vector<uint64_t>& shape) {
   return n;
 }
 
+uint32_t u32(uint64_t v) { return static_cast<uint32_t>(v); }
+
 Buffer random_buffer(std::size_t n, uint32_t seed, float scale) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> d(0.0F, scale);
@@ -32,35 +38,50 @@ Buffer random_buffer(std::size_t n, uint32_t seed, float scale) {
   return b;
 }
 
-class Executor {
+bool is_one_of(const std::string& op, std::initializer_list<const char*> names) {
+  return std::any_of(names.begin(), names.end(), [&](const char* n) { return op == n; });
+}
+
+class ZeroCosts final : public planner::CostModel {
  public:
-  Executor(const planner::ForwardGraph& f, const planner::TrainingGraph& g,
-           std::filesystem::path scratch, uint32_t seed)
+  planner::NodeCost compute(const std::string&, uint64_t, uint64_t) const override { return {}; }
+  planner::NodeCost page_in(uint64_t) const override { return {}; }
+  planner::NodeCost page_out(uint64_t) const override { return {}; }
+};
+
+}  // namespace
+
+class TrainingIteration::Impl {
+ public:
+  Impl(const planner::ForwardGraph& f, const planner::TrainingGraph& g, std::filesystem::path scratch,
+       uint32_t seed)
       : f_(f), g_(g), n_(static_cast<int>(f.ops.size())), scratch_(std::move(scratch)) {
-    if (f_.input_shape.empty())
+    if (f_.input_shape.empty() || n_ == 0)
       throw InputError(f_.name + " has no tensor shapes (only zoo models can be executed)");
-    if (g_.size() != 2 * n_ + 1)
-      throw InputError("the training graph does not belong to " + f_.name);
-    data_ = random_buffer(elements(f_.input_shape), seed, 1.0F);
-    const auto batch = static_cast<uint32_t>(f_.input_shape.front());
-    const auto classes = static_cast<uint32_t>(f_.ops.back().shape.back());
-    for (uint32_t b = 0; b < batch; ++b) labels_.push_back((b * 7 + seed) % classes);
-    params_.resize(n_);
-    grads_.resize(n_);
-    for (int i = 0; i < n_; ++i) {
-      const ForwardOp& op = f_.ops[i];
-      check_supported(op);
-      const std::size_t w = weight_count(i);
-      if (w == 0) continue;
-      // He-style scale keeps activations O(1) through a deep network.
-      const double fan_in = static_cast<double>(w) / static_cast<double>(std::max<uint64_t>(out_channels(i), 1));
-      params_[i] = random_buffer(w + bias_count(i), seed * 1000 + static_cast<uint32_t>(i),
-                                 static_cast<float>(std::sqrt(2.0 / fan_in)));
-      if (op.op == "batchnorm")  // gamma 1, beta 0, as initialized in PyTorch
-        for (std::size_t c = 0; c < params_[i].size(); ++c) params_[i][c] = c < w ? 1.0F : 0.0F;
+    if (g_.size() != 2 * n_ + 1) throw InputError("the training graph does not belong to " + f_.name);
+    for (int i = 0; i < n_; ++i) check_supported(i);
+    if (f_.ops.front().op == "embedding") {
+      std::mt19937 rng(seed);
+      std::uniform_int_distribution<int64_t> token(0, static_cast<int64_t>(f_.ops.front().table_rows.front()) - 1);
+      ids_.resize(elements(f_.input_shape));
+      for (int64_t& id : ids_) id = token(rng);
+    } else {
+      data_ = random_buffer(elements(f_.input_shape), seed, 1.0F);
     }
+    const auto& logits = f_.ops.back().shape;
+    const std::size_t classes = logits.back(), rows = elements(logits) / classes;
+    for (std::size_t r = 0; r < rows; ++r) labels_.push_back(static_cast<uint32_t>((r * 7 + seed) % classes));
+    params_.resize(f_.ops.size());
+    grads_.resize(f_.ops.size());
+    for (int i = 0; i < n_; ++i) init_parameters(i, seed);
     std::filesystem::create_directories(scratch_);
   }
+
+  ~Impl() { remove_files(); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  const std::vector<Buffer>& parameters() const { return params_; }
 
   void set_parameters(const std::vector<Buffer>& params) {
     if (params.size() != params_.size())
@@ -72,47 +93,44 @@ class Executor {
                          " parameters, not " + std::to_string(params[i].size()));
     params_ = params;
   }
-  const std::vector<Buffer>& parameters() const { return params_; }
 
-  ExecutionResult run(const planner::Schedule& s) {
-    std::vector<char> computed(g_.size(), 0);
-    for (std::size_t step = 0; step < s.steps.size(); ++step) {
-      const planner::Step& st = s.steps[step];
-      step_ = step;
-      switch (st.kind) {
-        case planner::StepKind::kCompute:
-          compute(st.node);
-          (computed[st.node] ? result_.recomputes : result_.computes) += 1;
-          computed[st.node] = 1;
-          break;
-        case planner::StepKind::kFree:
-          ram_.erase(st.node);
-          break;
-        case planner::StepKind::kPageOut: {
-          const Buffer& b = need(st.node);
-          std::ofstream(file(st.node), std::ios::binary)
-              .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size() * 4));
-          paged_size_[st.node] = b.size();
-          result_.paged_out_bytes += b.size() * 4;
-          break;
-        }
-        case planner::StepKind::kPageIn: {
-          const auto size = paged_size_.find(st.node);
-          if (size == paged_size_.end()) fail("pages in node " + std::to_string(st.node) + ", never paged out");
-          Buffer b(size->second);
-          std::ifstream(file(st.node), std::ios::binary)
-              .read(reinterpret_cast<char*>(b.data()), static_cast<std::streamsize>(b.size() * 4));
-          result_.paged_in_bytes += b.size() * 4;
-          ram_[st.node] = std::move(b);
-          break;
-        }
+  void run(const planner::Step& st) {
+    if (st.node < 0 || st.node >= g_.size()) fail("names node " + std::to_string(st.node) + ", not in the graph");
+    const auto node = static_cast<std::size_t>(st.node);
+    if (computed_.empty()) computed_.assign(static_cast<std::size_t>(g_.size()), 0);
+    switch (st.kind) {
+      case planner::StepKind::kCompute:
+        compute(st.node);
+        (computed_[node] != 0 ? result_.recomputes : result_.computes) += 1;
+        computed_[node] = 1;
+        break;
+      case planner::StepKind::kFree:
+        if (ram_.erase(st.node) == 0) fail("frees node " + std::to_string(st.node) + ", which is not in memory");
+        break;
+      case planner::StepKind::kPageOut: {
+        const Buffer& b = need(st.node);
+        write_file(st.node, b);
+        paged_size_[st.node] = b.size();
+        result_.paged_out_bytes += b.size() * sizeof(float);
+        break;
       }
-      std::size_t held = 0;
-      for (const auto& [node, b] : ram_) held += b.size() * 4;
-      result_.peak_bytes = std::max<uint64_t>(result_.peak_bytes, held);
+      case planner::StepKind::kPageIn: {
+        const auto size = paged_size_.find(st.node);
+        if (size == paged_size_.end()) fail("pages in node " + std::to_string(st.node) + ", never paged out");
+        ram_[st.node] = read_file(st.node, size->second);
+        result_.paged_in_bytes += size->second * sizeof(float);
+        break;
+      }
     }
+    std::size_t held = 0;
+    for (const auto& [id, b] : ram_) held += b.size() * sizeof(float);
+    result_.peak_bytes = std::max<uint64_t>(result_.peak_bytes, held);
+    ++step_;
+  }
+
+  ExecutionResult finish() {
     result_.parameter_grads = grads_;
-    for (const auto& [node, size] : paged_size_) std::filesystem::remove(file(node));
+    remove_files();
     return result_;
   }
 
@@ -121,61 +139,161 @@ class Executor {
     throw DeviceError("schedule step " + std::to_string(step_) + " " + why);
   }
 
-  static void check_supported(const ForwardOp& op) {
-    static const char* const kOps[] = {"conv2d", "batchnorm", "relu", "add", "maxpool", "avgpool", "linear"};
-    if (std::none_of(std::begin(kOps), std::end(kOps), [&](const char* o) { return op.op == o; }))
-      throw InputError("op " + op.name + " (" + op.op + ") cannot be executed yet");
-    if (op.op == "conv2d" && (op.groups != 1 || op.padding != op.kernel / 2))
-      throw InputError("op " + op.name + ": grouped or unusually padded convolution cannot be executed yet");
+  void check_supported(int i) const {
+    const ForwardOp& op = f_.ops[i];
+    if (!is_one_of(op.op, {"conv2d", "linear", "batchnorm", "layernorm", "relu", "relu6", "gelu", "tanh",
+                           "add", "maxpool", "avgpool", "embedding", "attention_scores", "attention_context"}))
+      throw InputError("op " + op.name + " (" + op.op + ") cannot be executed");
+    if (op.op == "conv2d") {
+      const uint64_t in_ch = in_shape(i)[1];
+      if (op.padding != op.kernel / 2 || (op.groups != 1 && !(op.groups == in_ch && op.shape[1] == in_ch)))
+        throw InputError("op " + op.name + ": only dense or depthwise convolutions padded by kernel / 2 can be executed");
+    }
     if (op.op == "maxpool" && (op.kernel != op.stride || op.padding != 0))
-      throw InputError("op " + op.name + ": overlapping max pooling cannot be executed yet");
+      throw InputError("op " + op.name + ": overlapping max pooling cannot be executed");
+    if (op.op == "linear" && op.tied_weights)
+      throw InputError("op " + op.name + ": layers with tied weights cannot be executed");
+    if (op.op == "embedding" && (i != 0 || op.table_rows.empty()))
+      throw InputError("op " + op.name + ": an embedding must be the first op, reading the token ids");
   }
 
-  std::vector<uint64_t> in_shape(int i, std::size_t k = 0) const {
-    const int in = f_.ops[i].inputs[k];
+  std::vector<uint64_t> in_shape(int i, std::size_t input = 0) const {
+    const int in = f_.ops[i].inputs[input];
     return in == kGraphInput ? f_.input_shape : f_.ops[in].shape;
   }
-  uint64_t out_channels(int i) const { return f_.ops[i].shape.size() > 1 ? f_.ops[i].shape[1] : 1; }
+  std::size_t in_elements(int i, std::size_t input = 0) const {
+    return f_.ops[i].inputs[input] == kGraphInput && !ids_.empty() ? ids_.size()
+                                                                   : elements(in_shape(i, input));
+  }
+
+  /// Weights (excluding bias / shift) and their fan-in for initialization.
   std::size_t weight_count(int i) const {
     const ForwardOp& op = f_.ops[i];
-    if (op.op == "conv2d") return static_cast<std::size_t>(op.shape[1] * in_shape(i)[1] * op.kernel * op.kernel);
+    if (op.op == "conv2d") return static_cast<std::size_t>(op.shape[1] * (in_shape(i)[1] / op.groups) * op.kernel * op.kernel);
     if (op.op == "linear") return static_cast<std::size_t>(op.shape.back() * in_shape(i).back());
-    if (op.op == "batchnorm") return static_cast<std::size_t>(op.shape[1]);  // gamma
+    if (op.op == "batchnorm") return static_cast<std::size_t>(op.shape[1]);
+    if (op.op == "layernorm") return static_cast<std::size_t>(op.shape.back());
+    if (op.op == "embedding") {
+      uint64_t rows = 0;
+      for (uint64_t r : op.table_rows) rows += r;
+      return static_cast<std::size_t>(rows * op.shape.back());
+    }
     return 0;
   }
   std::size_t bias_count(int i) const {
     const ForwardOp& op = f_.ops[i];
-    if (op.op == "batchnorm") return static_cast<std::size_t>(op.shape[1]);  // beta
+    if (op.op == "batchnorm") return static_cast<std::size_t>(op.shape[1]);
+    if (op.op == "layernorm") return static_cast<std::size_t>(op.shape.back());
     if (!op.bias) return 0;
     return static_cast<std::size_t>(op.op == "linear" ? op.shape.back() : op.shape[1]);
   }
 
+  void init_parameters(int i, uint32_t seed) {
+    const ForwardOp& op = f_.ops[i];
+    const std::size_t w = weight_count(i);
+    if (w == 0) return;
+    const auto op_seed = seed * 1000 + static_cast<uint32_t>(i);
+    if (op.op == "batchnorm" || op.op == "layernorm") {  // scale 1, shift 0, as PyTorch starts
+      params_[i].assign(w + bias_count(i), 0.0F);
+      std::fill(params_[i].begin(), params_[i].begin() + static_cast<std::ptrdiff_t>(w), 1.0F);
+      return;
+    }
+    double fan_in = 1;
+    if (op.op == "conv2d") fan_in = static_cast<double>((in_shape(i)[1] / op.groups) * op.kernel * op.kernel);
+    if (op.op == "linear") fan_in = static_cast<double>(in_shape(i).back());
+    // He-style scale keeps activations O(1) through a deep network; biases start small too.
+    params_[i] = random_buffer(w + bias_count(i), op_seed, static_cast<float>(std::sqrt(2.0 / fan_in)));
+  }
+
   std::filesystem::path file(int node) const { return scratch_ / ("node-" + std::to_string(node) + ".bin"); }
+
+  void write_file(int node, const Buffer& b) const {
+    const std::string path = file(node).string();
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) fail("cannot page out to " + path + ": " + std::strerror(errno));
+    const auto* p = reinterpret_cast<const char*>(b.data());
+    std::size_t left = b.size() * sizeof(float);
+    bool ok = true;
+    while (ok && left > 0) {
+      const ssize_t n = ::write(fd, p, left);
+      ok = n > 0;
+      if (ok) p += n, left -= static_cast<std::size_t>(n);
+    }
+    ok = ok && ::fsync(fd) == 0;  // on the storage, not in the page cache
+    const int saved = errno;
+    ::close(fd);
+    if (!ok) fail("cannot page out to " + path + ": " + std::strerror(saved));
+  }
+
+  Buffer read_file(int node, std::size_t floats) const {
+    const std::string path = file(node).string();
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail("cannot page in " + path + ": " + std::strerror(errno));
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // read from the storage, not the cache
+    Buffer b(floats);
+    auto* p = reinterpret_cast<char*>(b.data());
+    std::size_t left = floats * sizeof(float);
+    while (left > 0) {
+      const ssize_t n = ::read(fd, p, left);
+      if (n <= 0) {
+        ::close(fd);
+        fail("cannot page in " + path + ": " + (n == 0 ? std::string("file is short") : std::strerror(errno)));
+      }
+      p += n;
+      left -= static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    return b;
+  }
+
+  void remove_files() noexcept {
+    std::error_code ignored;
+    for (const auto& [node, size] : paged_size_) std::filesystem::remove(file(node), ignored);
+    paged_size_.clear();
+  }
 
   const Buffer& need(int node) const {
     const auto it = ram_.find(node);
     if (it == ram_.end())
-      fail("needs the output of node " + std::to_string(node) + " (" + g_.nodes[node].name +
+      fail("needs the output of node " + std::to_string(node) + " (" + g_.nodes[static_cast<std::size_t>(node)].name +
            "), which is not in memory");
     return it->second;
   }
-  const Buffer& input_of(int i, std::size_t k) const {
-    const int in = f_.ops[i].inputs[k];
+  const Buffer& input_of(int i, std::size_t input) const {
+    const int in = f_.ops[i].inputs[input];
     return in == kGraphInput ? data_ : need(in);
   }
 
   void compute(int node) {
-    if (node < n_) return ram_[node] = forward(node), void();
-    if (node == n_) {
+    if (node < n_) {
+      ram_[node] = forward(node);
+    } else if (node == n_) {
       const Buffer& logits = need(n_ - 1);
-      const auto& shape = f_.ops[n_ - 1].shape;
+      const std::size_t classes = f_.ops[n_ - 1].shape.back();
       Buffer d(logits.size());
-      result_.loss = k::softmax_cross_entropy(static_cast<uint32_t>(shape.front()),
-                                              static_cast<uint32_t>(shape.back()), logits, labels_, d);
+      result_.loss = k::softmax_cross_entropy(u32(logits.size() / classes), u32(classes), logits, labels_, d);
       ram_[node] = std::move(d);
-      return;
+    } else {
+      ram_[node] = backward(2 * n_ - node);
     }
-    ram_[node] = backward(2 * n_ - node);
+  }
+
+  k::ConvShape conv_shape(int i) const {
+    const ForwardOp& op = f_.ops[i];
+    const auto in = in_shape(i);
+    return {u32(in[0]), u32(in[1]), u32(op.shape[1]), u32(in[2]), u32(in[3]), u32(op.kernel), u32(op.stride)};
+  }
+  k::AttentionShape attention_shape(int scores_op) const {
+    const ForwardOp& op = f_.ops[scores_op];
+    const auto qkv = in_shape(scores_op);
+    return {u32(qkv[0]), u32(qkv[1]), u32(qkv.back() / 3), u32(op.heads), op.causal};
+  }
+  /// The first token of each sample of (N, T, D): (N, D).
+  Buffer first_tokens(const Buffer& x, const std::vector<uint64_t>& shape) const {
+    const std::size_t n = shape[0], t = shape[1], d = shape.back();
+    Buffer out(n * d);
+    for (std::size_t s = 0; s < n; ++s) std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(s * t * d), d, out.begin() + static_cast<std::ptrdiff_t>(s * d));
+    return out;
   }
 
   Buffer forward(int i) {
@@ -183,53 +301,91 @@ class Executor {
     const auto in = in_shape(i);
     const Buffer& x = input_of(i, 0);
     Buffer y(elements(op.shape));
-    const auto u = [](uint64_t v) { return static_cast<uint32_t>(v); };
+    const std::span<const float> p(params_[i]);
     if (op.op == "conv2d") {
-      const k::ConvShape s{u(in[0]), u(in[1]), u(op.shape[1]), u(in[2]), u(in[3]), u(op.kernel), u(op.stride)};
-      Buffer cols(s.columns_size());
-      k::conv2d_forward(s, x, params_[i], y, cols);
+      const k::ConvShape s = conv_shape(i);
+      if (op.groups == 1) {
+        Buffer cols(s.columns_size());
+        k::conv2d_forward(s, x, p, y, cols);
+      } else {
+        k::depthwise_conv2d_forward(s, x, p, y);
+      }
       add_bias(i, y);
     } else if (op.op == "linear") {
-      const uint32_t batch = u(elements(in) / in.back());
-      k::linear_forward(batch, u(in.back()), u(op.shape.back()), x, params_[i], y);
+      const std::size_t features = in.back();
+      const Buffer rows = op.first_token_only ? first_tokens(x, in) : Buffer{};
+      const std::span<const float> xs = op.first_token_only ? std::span<const float>(rows) : std::span<const float>(x);
+      k::linear_forward(u32(xs.size() / features), u32(features), u32(op.shape.back()), xs, p, y);
       add_bias(i, y);
     } else if (op.op == "batchnorm") {
-      const uint32_t c = u(in[1]);
-      Buffer saved(2 * c);
-      k::batch_norm_forward(u(in[0]), c, u(elements(in) / in[0] / c), x,
-                            std::span<const float>(params_[i]).first(c),
-                            std::span<const float>(params_[i]).subspan(c), y, saved);
+      const uint32_t c = u32(in[1]);
+      Buffer saved(2 * std::size_t{c});
+      k::batch_norm_forward(u32(in[0]), c, u32(elements(in) / in[0] / c), x, p.first(c), p.subspan(c), y, saved);
+    } else if (op.op == "layernorm") {
+      const uint32_t f = u32(in.back());
+      Buffer saved(2 * elements(in) / f);
+      k::layer_norm_forward(u32(elements(in) / f), f, x, p.first(f), p.subspan(f), y, saved);
     } else if (op.op == "relu") {
       k::relu_forward(x, y);
+    } else if (op.op == "relu6") {
+      k::relu6_forward(x, y);
+    } else if (op.op == "gelu") {
+      k::gelu_forward(x, y);
+    } else if (op.op == "tanh") {
+      k::tanh_forward(x, y);
     } else if (op.op == "add") {
       k::add_forward(x, input_of(i, 1), y);
     } else if (op.op == "maxpool") {
-      k::max_pool_forward(u(in[0]), u(in[1]), u(in[2]), u(in[3]), u(op.kernel), x, y);
+      k::max_pool_forward(u32(in[0]), u32(in[1]), u32(in[2]), u32(in[3]), u32(op.kernel), x, y);
     } else if (op.op == "avgpool") {
-      k::global_avg_pool_forward(u(in[0]), u(in[1]), u(in[2] * in[3]), x, y);
+      k::global_avg_pool_forward(u32(in[0]), u32(in[1]), u32(in[2] * in[3]), x, y);
+    } else if (op.op == "embedding") {
+      const auto rows = table_rows(i);
+      k::embedding_forward(u32(in[0]), u32(in[1]), u32(op.shape.back()), rows, ids_, p, y);
+    } else if (op.op == "attention_scores") {
+      k::attention_scores_forward(attention_shape(i), x, y);
+    } else if (op.op == "attention_context") {
+      k::attention_context_forward(attention_shape(op.inputs[0]), x, input_of(i, 1), y);
     }
     return y;
   }
 
-  void add_bias(int i, Buffer& y) const {
-    const ForwardOp& op = f_.ops[i];
-    if (!op.bias) return;
-    const std::size_t w = weight_count(i);
-    const std::size_t channels = op.op == "linear" ? op.shape.back() : op.shape[1];
-    const std::size_t inner = op.op == "linear" ? 1 : static_cast<std::size_t>(op.shape[2] * op.shape[3]);
-    for (std::size_t j = 0; j < y.size(); ++j) y[j] += params_[i][w + (j / inner) % channels];
+  std::vector<uint32_t> table_rows(int i) const {
+    std::vector<uint32_t> rows;
+    for (uint64_t r : f_.ops[i].table_rows) rows.push_back(u32(r));
+    return rows;
   }
 
-  /// dL/d(output of op i): the loss's output, or the sum of each consumer's input gradient.
+  /// Channels of a bias, and how many consecutive outputs share each.
+  std::pair<std::size_t, std::size_t> bias_layout(int i) const {
+    const ForwardOp& op = f_.ops[i];
+    if (op.op == "linear") return {op.shape.back(), 1};
+    return {op.shape[1], static_cast<std::size_t>(op.shape[2] * op.shape[3])};
+  }
+  void add_bias(int i, Buffer& y) const {
+    if (!f_.ops[i].bias) return;
+    const std::size_t w = weight_count(i);
+    const auto [channels, inner] = bias_layout(i);
+    for (std::size_t j = 0; j < y.size(); ++j) y[j] += params_[i][w + (j / inner) % channels];
+  }
+  void bias_gradient(int i, const Buffer& dy) {
+    if (!f_.ops[i].bias) return;
+    const std::size_t w = weight_count(i);
+    const auto [channels, inner] = bias_layout(i);
+    for (std::size_t j = 0; j < dy.size(); ++j) grads_[i][w + (j / inner) % channels] += dy[j];
+  }
+
+  /// dL/d(output of op i): the loss's output, or the sum of each consumer's input gradient
+  /// (a backward node's output is the gradients of its op's inputs, one after another).
   Buffer output_gradient(int i) const {
     if (i == n_ - 1) return need(n_);
     Buffer dy(elements(f_.ops[i].shape), 0.0F);
     for (int c = i + 1; c < n_; ++c) {
       const auto& ins = f_.ops[c].inputs;
       std::size_t offset = 0;
-      for (std::size_t k2 = 0; k2 < ins.size(); ++k2) {
-        const std::size_t size = elements(in_shape(c, k2));
-        if (ins[k2] == i) {
+      for (std::size_t input = 0; input < ins.size(); ++input) {
+        const std::size_t size = in_elements(c, input);
+        if (ins[input] == i) {
           const Buffer& g = need(2 * n_ - c);
           for (std::size_t j = 0; j < size; ++j) dy[j] += g[offset + j];
         }
@@ -242,54 +398,83 @@ class Executor {
   Buffer backward(int i) {
     const ForwardOp& op = f_.ops[i];
     const auto in = in_shape(i);
-    const bool data_only = std::all_of(op.inputs.begin(), op.inputs.end(), [](int v) { return v == kGraphInput; });
+    const bool data_only =
+        std::all_of(op.inputs.begin(), op.inputs.end(), [](int v) { return v == kGraphInput; });
     const Buffer dy = output_gradient(i);
     std::size_t in_total = 0;
-    for (std::size_t k2 = 0; k2 < op.inputs.size(); ++k2) in_total += elements(in_shape(i, k2));
-    Buffer dx(data_only ? 0 : in_total);
-    Buffer scratch_dx(elements(in));  // the data batch's gradient is computed, then dropped
-    std::span<float> dxs = data_only ? std::span<float>(scratch_dx) : std::span<float>(dx);
-    const auto u = [](uint64_t v) { return static_cast<uint32_t>(v); };
-    if (op.op == "conv2d" || op.op == "linear" || op.op == "batchnorm") grads_[i].assign(params_[i].size(), 0.0F);
+    for (std::size_t input = 0; input < op.inputs.size(); ++input) in_total += in_elements(i, input);
+    // The data batch's gradient is never kept (the training graph gives it no memory).
+    Buffer dx(in_total);
+    const std::span<float> dxs(dx);
+    const std::span<const float> p(params_[i]);
+    grads_[i].assign(params_[i].size(), 0.0F);
     const std::size_t w = weight_count(i);
+    const std::span<float> dw = std::span<float>(grads_[i]).first(w);
     if (op.op == "conv2d") {
-      const k::ConvShape s{u(in[0]), u(in[1]), u(op.shape[1]), u(in[2]), u(in[3]), u(op.kernel), u(op.stride)};
-      Buffer cols(s.columns_size());
-      k::conv2d_backward(s, input_of(i, 0), params_[i], dy, dxs, std::span<float>(grads_[i]).first(w), cols);
+      const k::ConvShape s = conv_shape(i);
+      if (op.groups == 1) {
+        Buffer cols(s.columns_size());
+        k::conv2d_backward(s, input_of(i, 0), p, dy, dxs, dw, cols);
+      } else {
+        k::depthwise_conv2d_backward(s, input_of(i, 0), p, dy, dxs, dw);
+      }
       bias_gradient(i, dy);
     } else if (op.op == "linear") {
-      const uint32_t batch = u(elements(in) / in.back());
-      k::linear_backward(batch, u(in.back()), u(op.shape.back()), input_of(i, 0), params_[i], dy, dxs,
-                         std::span<float>(grads_[i]).first(w));
+      const std::size_t features = in.back();
+      if (op.first_token_only) {
+        const Buffer rows = first_tokens(input_of(i, 0), in);
+        Buffer drows(rows.size());
+        k::linear_backward(u32(rows.size() / features), u32(features), u32(op.shape.back()), rows, p, dy, drows, dw);
+        const std::size_t t = in[1];
+        std::fill(dx.begin(), dx.end(), 0.0F);
+        for (std::size_t s = 0; s * features < drows.size(); ++s)
+          std::copy_n(drows.begin() + static_cast<std::ptrdiff_t>(s * features), features,
+                      dx.begin() + static_cast<std::ptrdiff_t>(s * t * features));
+      } else {
+        k::linear_backward(u32(dx.size() / features), u32(features), u32(op.shape.back()), input_of(i, 0), p, dy,
+                           dxs, dw);
+      }
       bias_gradient(i, dy);
     } else if (op.op == "batchnorm") {
-      const uint32_t c = u(in[1]), px = u(elements(in) / in[0] / c);
-      Buffer saved(2 * c), y(elements(in));
+      const uint32_t c = u32(in[1]), px = u32(elements(in) / in[0] / c);
+      Buffer saved(2 * std::size_t{c}), y(elements(in));
       const Buffer& x = input_of(i, 0);
-      const std::span<const float> gamma = std::span<const float>(params_[i]).first(c);
-      k::batch_norm_forward(u(in[0]), c, px, x, gamma, std::span<const float>(params_[i]).subspan(c), y, saved);
-      k::batch_norm_backward(u(in[0]), c, px, x, gamma, saved, dy, dxs,
-                             std::span<float>(grads_[i]).first(c), std::span<float>(grads_[i]).subspan(c));
+      k::batch_norm_forward(u32(in[0]), c, px, x, p.first(c), p.subspan(c), y, saved);
+      k::batch_norm_backward(u32(in[0]), c, px, x, p.first(c), saved, dy, dxs, dw,
+                             std::span<float>(grads_[i]).subspan(c));
+    } else if (op.op == "layernorm") {
+      const uint32_t f = u32(in.back()), rows = u32(elements(in) / f);
+      Buffer saved(2 * std::size_t{rows}), y(elements(in));
+      const Buffer& x = input_of(i, 0);
+      k::layer_norm_forward(rows, f, x, p.first(f), p.subspan(f), y, saved);
+      k::layer_norm_backward(rows, f, x, p.first(f), saved, dy, dxs, dw, std::span<float>(grads_[i]).subspan(f));
     } else if (op.op == "relu") {
       k::relu_backward(need(i), dy, dxs);
+    } else if (op.op == "relu6") {
+      k::relu6_backward(need(i), dy, dxs);
+    } else if (op.op == "gelu") {
+      k::gelu_backward(input_of(i, 0), dy, dxs);
+    } else if (op.op == "tanh") {
+      k::tanh_backward(need(i), dy, dxs);
     } else if (op.op == "add") {
-      const std::size_t half = elements(in_shape(i, 0));
+      const std::size_t half = in_elements(i, 0);
       k::add_backward(dy, dxs.first(half), dxs.subspan(half));
     } else if (op.op == "maxpool") {
-      k::max_pool_backward(u(in[0]), u(in[1]), u(in[2]), u(in[3]), u(op.kernel), input_of(i, 0), dy, dxs);
+      k::max_pool_backward(u32(in[0]), u32(in[1]), u32(in[2]), u32(in[3]), u32(op.kernel), input_of(i, 0), dy, dxs);
     } else if (op.op == "avgpool") {
-      k::global_avg_pool_backward(u(in[0]), u(in[1]), u(in[2] * in[3]), dy, dxs);
+      k::global_avg_pool_backward(u32(in[0]), u32(in[1]), u32(in[2] * in[3]), dy, dxs);
+    } else if (op.op == "embedding") {
+      const auto rows = table_rows(i);
+      k::embedding_backward(u32(in[0]), u32(in[1]), u32(op.shape.back()), rows, ids_, dy, dw);
+    } else if (op.op == "attention_scores") {
+      k::attention_scores_backward(attention_shape(i), input_of(i, 0), need(i), dy, dxs);
+    } else if (op.op == "attention_context") {
+      const std::size_t scores = in_elements(i, 0);
+      k::attention_context_backward(attention_shape(op.inputs[0]), input_of(i, 0), input_of(i, 1), dy,
+                                    dxs.first(scores), dxs.subspan(scores));
     }
+    if (data_only) return {};
     return dx;
-  }
-
-  void bias_gradient(int i, const Buffer& dy) {
-    const ForwardOp& op = f_.ops[i];
-    if (!op.bias) return;
-    const std::size_t w = weight_count(i);
-    const std::size_t channels = op.op == "linear" ? op.shape.back() : op.shape[1];
-    const std::size_t inner = op.op == "linear" ? 1 : static_cast<std::size_t>(op.shape[2] * op.shape[3]);
-    for (std::size_t j = 0; j < dy.size(); ++j) grads_[i][w + (j / inner) % channels] += dy[j];
   }
 
   const planner::ForwardGraph& f_;
@@ -297,28 +482,43 @@ class Executor {
   int n_;
   std::filesystem::path scratch_;
   Buffer data_;
+  std::vector<int64_t> ids_;
   std::vector<uint32_t> labels_;
   std::vector<Buffer> params_, grads_;
   std::map<int, Buffer> ram_;
   std::map<int, std::size_t> paged_size_;
+  std::vector<char> computed_;
   std::size_t step_ = 0;
   ExecutionResult result_;
 };
 
-}  // namespace
+TrainingIteration::TrainingIteration(const planner::ForwardGraph& forward, const planner::TrainingGraph& graph,
+                                     std::filesystem::path scratch, uint32_t seed)
+    : impl_(std::make_unique<Impl>(forward, graph, std::move(scratch), seed)) {}
+TrainingIteration::~TrainingIteration() = default;
+const std::vector<std::vector<float>>& TrainingIteration::parameters() const { return impl_->parameters(); }
+void TrainingIteration::set_parameters(const std::vector<std::vector<float>>& parameters) {
+  impl_->set_parameters(parameters);
+}
+void TrainingIteration::run(const planner::Step& step) { impl_->run(step); }
+ExecutionResult TrainingIteration::finish() { return impl_->finish(); }
 
 ExecutionResult execute(const planner::ForwardGraph& forward, const planner::TrainingGraph& graph,
                         const planner::Schedule& schedule, const std::filesystem::path& scratch,
                         uint32_t seed, const std::vector<std::vector<float>>* parameters) {
-  Executor e(forward, graph, scratch, seed);
-  if (parameters != nullptr) e.set_parameters(*parameters);
-  return e.run(schedule);
+  TrainingIteration it(forward, graph, scratch, seed);
+  if (parameters != nullptr) it.set_parameters(*parameters);
+  for (const planner::Step& step : schedule.steps) it.run(step);
+  return it.finish();
 }
 
 std::vector<std::vector<float>> initial_parameters(const planner::ForwardGraph& forward,
-                                                   const planner::TrainingGraph& graph,
-                                                   uint32_t seed) {
-  return Executor(forward, graph, std::filesystem::temp_directory_path(), seed).parameters();
+                                                   const planner::TrainingGraph& graph, uint32_t seed) {
+  return TrainingIteration(forward, graph, std::filesystem::temp_directory_path(), seed).parameters();
+}
+
+planner::TrainingGraph structure_of(const planner::ForwardGraph& forward) {
+  return planner::build_training_graph(forward, ZeroCosts());
 }
 
 }  // namespace ergon::runtime

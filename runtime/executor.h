@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <vector>
 
 #include "planner/graph.h"
@@ -12,8 +14,8 @@ namespace ergon::runtime {
 /// What one training iteration computed and did.
 struct ExecutionResult {
   float loss = 0;
-  /// Each op's parameter gradients (weights, then bias or batch-norm shift), empty for ops
-  /// without parameters. Index: forward op.
+  /// Each op's parameter gradients (weights, then bias, or a norm's scale then shift), empty
+  /// for ops without parameters. Index: forward op.
   std::vector<std::vector<float>> parameter_grads;
   uint64_t computes = 0;
   uint64_t recomputes = 0;
@@ -22,25 +24,53 @@ struct ExecutionResult {
   uint64_t peak_bytes = 0;  ///< activation memory held at once (floats x 4)
 };
 
-/// Executes a training schedule on real tensors, step by step as the schedule says: each
-/// compute runs the node's kernel (forward, the loss, or backward) on the outputs it reads,
-/// which must be in memory; frees drop an output; page-outs write it to a file under
-/// `scratch` and page-ins read it back. Inputs, labels and parameters are fixed by `seed`,
-/// so two schedules of the same graph compute the same iteration: recomputation and paging
-/// must not change the gradients. Supports the zoo's convolutional models (conv2d without
-/// groups, batchnorm, relu, add, maxpool with window = stride, global avgpool, linear, the
-/// cross-entropy loss); anything else is an InputError naming the op. A schedule that reads
-/// what is not in memory is a DeviceError naming the step.
-/// `parameters` (as initial_parameters() lays them out) replaces the seeded ones.
+/// One training iteration of a zoo model on real tensors, run step by step as a schedule
+/// says: each compute runs the node's kernel (forward, the loss, or backward) on the outputs
+/// it reads, which must be in memory; a free drops an output; a page-out writes it to a file
+/// under `scratch` and syncs it to storage, a page-in drops the file from the page cache and
+/// reads it back. Inputs, labels and parameters are fixed by `seed` (or given), so two
+/// schedules of the same graph compute the same iteration: recomputation and paging must
+/// not change the gradients.
+///
+/// Runs every op the zoo's models use except tied weights (GPT-2's lm_head): conv2d (dense
+/// or depthwise, padding kernel / 2), linear (all tokens or the first), batchnorm, layernorm,
+/// relu, relu6, gelu, tanh, add, maxpool (window = stride), global avgpool, embedding,
+/// attention, and the cross-entropy loss. Anything else is an InputError naming the op, at
+/// construction. A step that reads what is not in memory is a DeviceError naming the step.
+class TrainingIteration {
+ public:
+  TrainingIteration(const planner::ForwardGraph& forward, const planner::TrainingGraph& graph,
+                    std::filesystem::path scratch, uint32_t seed = 1);
+  ~TrainingIteration();
+  TrainingIteration(const TrainingIteration&) = delete;
+  TrainingIteration& operator=(const TrainingIteration&) = delete;
+
+  /// The parameters in use: per forward op, weights then bias (or a norm's scale then shift).
+  [[nodiscard]] const std::vector<std::vector<float>>& parameters() const;
+  /// Replaces them (same layout); InputError on a size mismatch.
+  void set_parameters(const std::vector<std::vector<float>>& parameters);
+
+  void run(const planner::Step& step);
+  /// The loss, the gradients and the counts so far; removes the paged files.
+  ExecutionResult finish();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Runs every step of `schedule` (see TrainingIteration). `parameters` replaces the seeded ones.
 ExecutionResult execute(const planner::ForwardGraph& forward, const planner::TrainingGraph& graph,
                         const planner::Schedule& schedule, const std::filesystem::path& scratch,
                         uint32_t seed = 1,
                         const std::vector<std::vector<float>>* parameters = nullptr);
 
-/// The parameters execute() uses for `seed`: per forward op, weights then bias (or batch
-/// norm's scale then shift), empty for ops without parameters.
+/// The parameters execute() uses for `seed`.
 std::vector<std::vector<float>> initial_parameters(const planner::ForwardGraph& forward,
                                                    const planner::TrainingGraph& graph,
                                                    uint32_t seed = 1);
+
+/// The training graph of a forward graph for execution: its structure only (costs zero).
+planner::TrainingGraph structure_of(const planner::ForwardGraph& forward);
 
 }  // namespace ergon::runtime

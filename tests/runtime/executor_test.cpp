@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "../planner/test_graphs.h"
 #include "common/error.h"
@@ -45,8 +47,8 @@ struct Plans {
   uint64_t store_all_peak_bytes = 0;
 };
 
-Plans resnet18(int batch) {
-  Plans p{planner::zoo_model("resnet18-cifar", batch), {}, 0};
+Plans model(const std::string& name, int batch) {
+  Plans p{planner::zoo_model(name, batch), {}, 0};
   p.graph = build_training_graph(p.forward, LinearCosts());
   p.store_all_peak_bytes = simulate(p.graph, store_all_schedule(p.graph)).peak_bytes;
   return p;
@@ -62,9 +64,11 @@ planner::Schedule plan_at(const Plans& p, double fraction, AllowedMoves moves) {
 // The must-show of the executor: a training iteration under a memory budget computes the
 // same gradients as storing everything. Recomputation reruns the same kernels on the same
 // inputs and paging round-trips exact bytes, so the gradients agree bit for bit.
-TEST(Executor, RecomputingAndPagingResNet18GiveTheStoreAllGradients) {
-  const Plans p = resnet18(2);
-  const auto dir = scratch_dir("resnet");
+/// Runs store-all and plans that recompute, page, or both at half its memory, and expects the
+/// same loss and gradients bit for bit, and the memory and moves the planner predicted.
+void expect_schedules_agree(const std::string& name, int batch) {
+  const Plans p = model(name, batch);
+  const auto dir = scratch_dir(name);
   const ExecutionResult all = execute(p.forward, p.graph, store_all_schedule(p.graph), dir);
   EXPECT_TRUE(std::isfinite(all.loss));
   EXPECT_GT(all.loss, 0.0F);
@@ -98,24 +102,40 @@ TEST(Executor, RecomputingAndPagingResNet18GiveTheStoreAllGradients) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Executor, EachOpsGradientPredictsHowTheLossChanges) {
-  // Moving one op's parameters a step h along its gradient g changes the loss by about
-  // h * |g|^2 / |g| (central difference): this checks how the executor routes gradients
-  // between ops (consumers' sums, residual adds, biases), the kernels being checked alone.
-  const Plans p = resnet18(2);
-  const auto dir = scratch_dir("fd");
+// The must-show of the executor: a training iteration under a memory budget computes the
+// same gradients as storing everything. Recomputation reruns the same kernels on the same
+// inputs and paging round-trips exact bytes, so the gradients agree bit for bit.
+TEST(Executor, RecomputingAndPagingResNet18GiveTheStoreAllGradients) {
+  expect_schedules_agree("resnet18-cifar", 2);
+}
+
+TEST(Executor, RecomputingAndPagingMobileNetV2GiveTheStoreAllGradients) {
+  expect_schedules_agree("mobilenetv2-cifar", 2);
+}
+
+TEST(Executor, RecomputingAndPagingBertTinyGiveTheStoreAllGradients) {
+  expect_schedules_agree("bert-tiny", 1);
+}
+
+/// Moving one op's parameters a step h along its gradient g changes the loss by about
+/// h * |g| (central difference): this checks how the executor routes gradients between ops
+/// (consumers' sums, residual adds, biases, attention's fused input), the kernels being
+/// checked alone.
+void expect_gradients_predict_the_loss(const std::string& name, int batch,
+                                       const std::vector<std::string>& ops) {
+  const Plans p = model(name, batch);
+  const auto dir = scratch_dir("fd-" + name);
   const planner::Schedule s = store_all_schedule(p.graph);
   const auto params = initial_parameters(p.forward, p.graph);
   const ExecutionResult base = execute(p.forward, p.graph, s, dir, 1, &params);
-  const auto op_named = [&](const std::string& name) {
+  const auto op_named = [&](const std::string& op) {
     for (std::size_t i = 0; i < p.forward.ops.size(); ++i)
-      if (p.forward.ops[i].name == name) return i;
-    throw std::runtime_error("no op " + name);
+      if (p.forward.ops[i].name == op) return i;
+    throw std::runtime_error("no op " + op);
   };
-  for (const char* name : {"conv1", "bn1", "layer1.0.conv1", "layer2.0.downsample.0", "layer2.0.downsample.1",
-                           "layer3.1.bn2", "layer4.1.conv2", "fc"}) {
-    SCOPED_TRACE(name);
-    const std::size_t i = op_named(name);
+  for (const std::string& op : ops) {
+    SCOPED_TRACE(op);
+    const std::size_t i = op_named(op);
     const auto& g = base.parameter_grads[i];
     ASSERT_EQ(g.size(), params[i].size());
     double norm2 = 0;
@@ -124,8 +144,7 @@ TEST(Executor, EachOpsGradientPredictsHowTheLossChanges) {
     const double norm = std::sqrt(norm2), h = 2e-3 / std::max(1.0, norm);
     auto moved = [&](double sign) {
       auto q = params;
-      for (std::size_t j = 0; j < g.size(); ++j)
-        q[i][j] += static_cast<float>(sign * h * g[j] / norm);
+      for (std::size_t j = 0; j < g.size(); ++j) q[i][j] += static_cast<float>(sign * h * g[j] / norm);
       return static_cast<double>(execute(p.forward, p.graph, s, dir, 1, &q).loss);
     };
     const double measured = (moved(1) - moved(-1)) / (2 * h);
@@ -134,8 +153,19 @@ TEST(Executor, EachOpsGradientPredictsHowTheLossChanges) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Executor, EachOpsGradientPredictsHowTheLossChanges) {
+  expect_gradients_predict_the_loss("resnet18-cifar", 2,
+                                    {"conv1", "bn1", "layer1.0.conv1", "layer2.0.downsample.0",
+                                     "layer2.0.downsample.1", "layer4.1.conv2", "fc"});
+  expect_gradients_predict_the_loss("mobilenetv2-cifar", 2,
+                                    {"features.1.depthwise.conv", "features.3.project.bn", "classifier"});
+  expect_gradients_predict_the_loss("bert-tiny", 2,
+                                    {"embeddings", "embeddings.layernorm", "layer.0.attention.qkv",
+                                     "layer.1.ffn.fc1", "pooler.dense", "classifier"});
+}
+
 TEST(Executor, AScheduleThatReadsAFreedOutputIsRejectedNamingTheStep) {
-  const Plans p = resnet18(1);
+  const Plans p = model("resnet18-cifar", 1);
   planner::Schedule s = store_all_schedule(p.graph);
   // Drop the first op's output right after computing it: its consumer cannot run.
   s.steps.insert(s.steps.begin() + 1, planner::Step{planner::StepKind::kFree, 0});
