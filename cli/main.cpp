@@ -414,6 +414,9 @@ int main(int argc, char** argv) {
                   "the board's power mode: costs of that mode, and the simulator runs in it");
     c->add_option("--plan", validate_args.plan_id,
                   "validate this stored plan (an id from ergon pareto or an earlier validate)");
+    c->add_flag("--execute", validate_args.execute,
+                "run the schedule on real tensors of the zoo model (ergon-agent; without --port, "
+                "in this process), then store-all, and check the gradients are identical");
     c->add_flag("--json", validate_args.json, "print the result as JSON");
   }
 

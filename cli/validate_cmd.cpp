@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -15,14 +20,84 @@
 #include "cli/step_plans.h"
 #include "common/error.h"
 #include "costdb/plans.h"
+#include "devices/agent/agent.h"
 #include "devices/board_profile.h"
 #include "devices/sim_server.h"
 #include "planner/schedule.h"
+#include "planner/zoo.h"
 
 namespace ergon::cli {
+namespace {
+
+ExecutedIteration executed_from(const devices::protocol::ExecutionReport& r) {
+  return {.loss = std::bit_cast<float>(r.loss_bits),
+          .computes = r.computes,
+          .recomputes = r.recomputes,
+          .paged_out_bytes = r.paged_out_bytes,
+          .paged_in_bytes = r.paged_in_bytes,
+          .peak_bytes = r.peak_bytes,
+          .gradient_digest = r.gradient_digest};
+}
+
+/// ergon-agent's code on this machine, serving one pseudo-terminal, with a simulated INA219:
+/// what executes schedules on real tensors when no board is given.
+class LocalAgent {
+ public:
+  LocalAgent() {
+    options_.link = "pty";
+    options_.probe = "sim:ina219";
+    options_.on_listening = [this](const std::string& l) {
+      std::lock_guard lock(m_);
+      link_ = l;
+      cv_.notify_all();
+    };
+    thread_ = std::thread([this] {
+      try {
+        devices::run_agent(options_, stop_);
+      } catch (const Error& e) {
+        std::lock_guard lock(m_);
+        error_ = e.what();
+        cv_.notify_all();
+      }
+    });
+    std::unique_lock lock(m_);
+    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !link_.empty() || !error_.empty(); });
+    if (link_.empty()) {
+      lock.unlock();
+      stop_ = true;
+      thread_.join();
+      throw DeviceError("could not start the local agent: " + (error_.empty() ? "no pseudo-terminal" : error_));
+    }
+  }
+  ~LocalAgent() {
+    stop_ = true;
+    thread_.join();
+  }
+  LocalAgent(const LocalAgent&) = delete;
+  LocalAgent& operator=(const LocalAgent&) = delete;
+  [[nodiscard]] std::string link() const { return link_; }
+
+ private:
+  devices::AgentOptions options_;
+  std::atomic<bool> stop_{false};
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::string link_, error_;
+  std::thread thread_;
+};
+
+void require_zoo_model(const std::string& model, const std::string& otherwise) {
+  const auto& zoo = planner::zoo_models();
+  if (std::none_of(zoo.begin(), zoo.end(), [&](const planner::ZooEntry& z) { return z.name == model; }))
+    throw InputError("--execute runs a zoo model's tensors; '" + (model.empty() ? otherwise : model) +
+                     "' is not one (see ergon models)");
+}
+
+}  // namespace
 
 ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   ValidateOutcome o;
+  if (args.execute && !args.plan_id) require_zoo_model(args.plan.model, args.plan.onnx_file);
   std::optional<costdb::PlanRow> row;
   if (args.plan_id) {
     // A stored plan: rebuild the graph it was made for and check it is the same one.
@@ -40,6 +115,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
       throw InputError("plan " + std::to_string(row->id) + " was made for a graph this ergon "
                        "cannot rebuild from '" + row->model + "' on " + row->board_kind +
                        " (other costs or batch size); plan it again with ergon validate --model");
+    if (args.execute) require_zoo_model(row->model, row->model);
     o.schedule = planner::decode_schedule(row->schedule);
     o.plan_id = row->id;
     o.description = fmt::format("plan {}: {} on {} at {} bytes ({})", row->id, row->model,
@@ -74,34 +150,65 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   o.predicted_energy_j = replay.energy_j;  // every step's cost, as the board runs them in turn
   o.predicted_time_s = replay.compute_time_s + replay.paging_time_s;
 
-  // Execute: a board on a port, or a simulated one behind a real pseudo-terminal.
-  std::unique_ptr<devices::SimServer> sim;
-  RecordRequest rec;
-  rec.db_path = args.db;
-  rec.options.plan = steps;
-  rec.options.mode = devices::protocol::StartMode::kSchedule;
-  rec.options.expected_board = devices::find_board(board_name);
-  if (args.port.empty()) {
-    const auto board = devices::find_board(board_name);
-    if (!board) throw InputError("unknown board '" + board_name + "'");
-    sim = devices::SimServer::open_pty(
-        *board, devices::SimServerOptions{.speed = 0, .seed = 1,
-                                          .power_mode = args.plan.power_mode});
-    sim->start();
-    rec.ports = {sim->link_name()};
-  } else {
-    rec.ports = {args.port};
+  o.predicted_peak_bytes = replay.peak_bytes;
+
+  const std::string model = args.plan_id ? row->model : args.plan.model;
+  const int batch = args.plan_id ? 1 : args.plan.batch;
+
+  // Run: a board on a port; without one, a simulated board behind a real pseudo-terminal,
+  // or (to execute on real tensors) ergon-agent's code in this process.
+  auto run_schedule = [&](const planner::Schedule& schedule, const devices::ProfilePlan& plan_steps) {
+    std::unique_ptr<devices::SimServer> sim;
+    RecordRequest rec;
+    rec.db_path = args.db;
+    rec.options.plan = plan_steps;
+    rec.options.mode = devices::protocol::StartMode::kSchedule;
+    rec.options.expected_board = devices::find_board(board_name);
+    if (args.execute) {
+      rec.options.mode = devices::protocol::StartMode::kExecute;
+      devices::ExecuteRequest e{.model = model, .batch = static_cast<uint16_t>(batch), .seed = 1, .steps = {}};
+      for (const planner::Step& st : schedule.steps)
+        e.steps.emplace_back(static_cast<uint8_t>(st.kind), static_cast<uint32_t>(st.node));
+      rec.options.execute = std::move(e);
+    }
+    std::unique_ptr<LocalAgent> agent;
+    if (!args.port.empty()) {
+      rec.ports = {args.port};
+    } else if (args.execute) {
+      agent = std::make_unique<LocalAgent>();
+      rec.ports = {agent->link()};
+    } else {
+      const auto board = devices::find_board(board_name);
+      if (!board) throw InputError("unknown board '" + board_name + "'");
+      sim = devices::SimServer::open_pty(
+          *board, devices::SimServerOptions{.speed = 0, .seed = 1, .power_mode = args.plan.power_mode});
+      sim->start();
+      rec.ports = {sim->link_name()};
+    }
+    std::atomic<int> interrupts{0};
+    std::ostringstream record_log;
+    auto outcomes = record_boards(rec, record_log, interrupts);
+    if (sim) sim->stop();
+    if (outcomes.empty() || !outcomes[0].run_id)
+      throw DeviceError("the board did not run the schedule: " +
+                        (outcomes.empty() ? std::string("no outcome") : outcomes[0].error));
+    if (args.execute && !outcomes[0].stats.execution)
+      throw DeviceError("the board did not execute the schedule (" + outcomes[0].error +
+                        "); an ergon-agent of protocol v3 executes schedules, a simulated board cannot");
+    return outcomes[0];
+  };
+  const auto outcome = run_schedule(o.schedule, steps);
+  if (outcome.state != devices::SessionState::kCompleted)
+    progress << "warning: the run ended " << outcome.error << "; validating what arrived\n";
+  o.run_id = *outcome.run_id;
+  if (args.execute) {
+    o.executed = executed_from(*outcome.stats.execution);
+    progress << "executing the store-all schedule for reference gradients\n";
+    const planner::Schedule all = planner::store_all_schedule(g);
+    const auto reference = run_schedule(all, schedule_plan(g, all));
+    o.reference = executed_from(*reference.stats.execution);
+    o.reference_run_id = *reference.run_id;
   }
-  std::atomic<int> interrupts{0};
-  std::ostringstream record_log;
-  const auto outcomes = record_boards(rec, record_log, interrupts);
-  if (sim) sim->stop();
-  if (outcomes.empty() || !outcomes[0].run_id)
-    throw DeviceError("the board did not run the schedule: " +
-                      (outcomes.empty() ? std::string("no outcome") : outcomes[0].error));
-  if (outcomes[0].state != devices::SessionState::kCompleted)
-    progress << "warning: the run ended " << outcomes[0].error << "; validating what arrived\n";
-  o.run_id = *outcomes[0].run_id;
 
   auto db = costdb::Database::open(args.db);
   const AttributedRun attributed = attribute_run(db, o.run_id);
@@ -141,11 +248,29 @@ int run_validate(const ValidateArgs& args, std::ostream& out) {
     j["measured"] = {{"energy_j", o.measured_energy_j}, {"time_s", o.measured_time_s}};
     j["energy_error_pct"] = pct(o.measured_energy_j, o.predicted_energy_j);
     j["time_error_pct"] = pct(o.measured_time_s, o.predicted_time_s);
+    if (o.executed) {
+      auto iteration = [](const ExecutedIteration& e) {
+        return nlohmann::json{{"loss", e.loss},
+                              {"computes", e.computes},
+                              {"recomputes", e.recomputes},
+                              {"paged_out_bytes", e.paged_out_bytes},
+                              {"paged_in_bytes", e.paged_in_bytes},
+                              {"peak_bytes", e.peak_bytes},
+                              {"gradient_digest", fmt::format("{:016x}", e.gradient_digest)}};
+      };
+      j["executed"] = iteration(*o.executed);
+      j["store_all"] = iteration(*o.reference);
+      j["store_all_run_id"] = o.reference_run_id;
+      j["predicted_peak_bytes"] = o.predicted_peak_bytes;
+      j["gradients_match"] = o.gradients_match();
+    }
     out << j.dump(2) << "\n";
-    return 0;
+    return o.executed && !o.gradients_match() ? 1 : 0;
   }
   out << fmt::format("{}, {} steps executed one by one on {}\n", o.description, o.steps,
-                     args.port.empty() ? "a simulated board" : args.port);
+                     !args.port.empty() ? args.port
+                     : args.execute     ? "this machine (ergon-agent, real tensors)"
+                                        : "a simulated board");
   out << o.cost_source << "\n";
   out << fmt::format("            predicted     measured    error\n");
   out << fmt::format("  energy  {:>10.6g} J {:>10.6g} J  {:>+6.2f} %\n", o.predicted_energy_j,
@@ -154,6 +279,24 @@ int run_validate(const ValidateArgs& args, std::ostream& out) {
                      o.measured_time_s, pct(o.measured_time_s, o.predicted_time_s));
   out << fmt::format("  {} of {} steps attributed; plan {} and run {} stored with the validation in {}\n",
                      o.steps_attributed, o.steps, o.plan_id, o.run_id, args.db);
+  if (o.executed) {
+    const ExecutedIteration& e = *o.executed;
+    const ExecutedIteration& r = *o.reference;
+    if (args.port.empty())
+      out << "executed on this machine (ergon-agent in process): its times and energies are this "
+             "machine's, not the board's\n";
+    out << fmt::format("  executed on real tensors: {} computes, {} recomputations, {} paged out, {} paged in\n",
+                       e.computes, e.recomputes, planner::human_bytes(e.paged_out_bytes),
+                       planner::human_bytes(e.paged_in_bytes));
+    out << fmt::format("  activation memory held: {} (planned {}; store-all {})\n",
+                       planner::human_bytes(e.peak_bytes), planner::human_bytes(o.predicted_peak_bytes),
+                       planner::human_bytes(r.peak_bytes));
+    out << fmt::format("  loss {:.6f}, gradients {:016x}; store-all (run {}): loss {:.6f}, gradients {:016x}\n",
+                       e.loss, e.gradient_digest, o.reference_run_id, r.loss, r.gradient_digest);
+    out << (o.gradients_match() ? "  gradients identical to store-all: recomputation and paging did not change the math\n"
+                                : "  GRADIENTS DIFFER from store-all\n");
+    return o.gradients_match() ? 0 : 1;
+  }
   return 0;
 }
 

@@ -164,6 +164,9 @@ void SimBoard::start_run(const proto::Start& start, int64_t now_ns, std::vector<
     pending_plan_.clear();
   };
   if (running_) return refuse("start refused: a run is active");
+  if (start.mode == proto::StartMode::kExecute)
+    return refuse("start refused: a simulated board has no tensors to execute a schedule on "
+                  "(run ergon-agent for that)");
   // A schedule is a plan too: each entry once, in order (the host sends one window per
   // entry, no idle gaps and no minimum window), so the same loop executes both.
   if (start.op_count != pending_plan_.size() || pending_plan_.empty())

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -28,8 +29,10 @@
 #include "devices/profile_plan.h"
 #include "devices/protocol/decoder.h"
 #include "devices/protocol/messages.h"
+#include "planner/zoo.h"
 #include "probes/probe.h"
 #include "profiler/op_runner.h"
+#include "runtime/executor.h"
 
 namespace ergon::devices {
 namespace {
@@ -97,7 +100,28 @@ struct Commands {
   std::vector<PlannedOp> pending;
   std::optional<proto::Start> start;
   bool stop = false;
+  /// What a Start in mode kExecute runs: the model, and the schedule's steps as they arrive.
+  std::optional<proto::ExecuteModel> model;
+  std::vector<planner::Step> steps;
+  std::vector<char> step_received;
 };
+
+/// The schedule a Start in mode kExecute runs.
+struct Execution {
+  std::optional<proto::ExecuteModel> model;
+  std::vector<planner::Step> steps;
+  bool complete = false;  ///< every step arrived
+};
+
+/// FNV-1a over every parameter gradient's bytes, in op order.
+uint64_t gradient_digest(const std::vector<std::vector<float>>& grads) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const auto& g : grads) {
+    const auto* p = reinterpret_cast<const unsigned char*>(g.data());
+    for (std::size_t i = 0; i < g.size() * sizeof(float); ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  }
+  return h;
+}
 
 class Agent {
  public:
@@ -120,6 +144,7 @@ class Agent {
     while (!stop_ && !link.broken()) {
       proto::Start start;
       std::vector<PlannedOp> plan;
+      Execution execution;
       {
         std::unique_lock lock(commands.m);
         commands.cv.wait_for(lock, std::chrono::milliseconds(50),
@@ -130,8 +155,17 @@ class Agent {
         plan = std::move(commands.pending);
         commands.pending.clear();
         commands.stop = false;
+        if (start.mode == proto::StartMode::kExecute) {
+          execution.model = commands.model;
+          execution.complete = std::all_of(commands.step_received.begin(), commands.step_received.end(),
+                                           [](char c) { return c != 0; });
+          execution.steps = std::move(commands.steps);
+          commands.model.reset();
+          commands.steps.clear();
+          commands.step_received.clear();
+        }
       }
-      run_plan(link, commands, start, plan);
+      run_plan(link, commands, start, plan, execution);
     }
     link.mark_broken();
     reader.join();
@@ -209,6 +243,29 @@ class Agent {
         commands.pending.push_back(op);
         return;
       }
+      case proto::MsgType::kExecuteModel: {
+        proto::ExecuteModel m;
+        if (!proto::parse_message(frame, m)) return;
+        std::lock_guard lock(commands.m);
+        if (running_) return;
+        commands.model = m;
+        commands.steps.assign(m.step_count, planner::Step{});
+        commands.step_received.assign(m.step_count, 0);
+        return;
+      }
+      case proto::MsgType::kScheduleSteps: {
+        static thread_local proto::ScheduleSteps chunk;
+        if (!proto::parse_message(frame, chunk)) return;
+        std::lock_guard lock(commands.m);
+        for (uint8_t i = 0; i < chunk.count; ++i) {
+          const std::size_t at = std::size_t{chunk.first} + i;
+          if (at >= commands.steps.size()) break;  // beyond what ExecuteModel announced
+          commands.steps[at] = planner::Step{static_cast<planner::StepKind>(chunk.steps[i].kind),
+                                             static_cast<int>(chunk.steps[i].node)};
+          commands.step_received[at] = 1;
+        }
+        return;
+      }
       case proto::MsgType::kStart: {
         proto::Start start;
         if (!proto::parse_message(frame, start)) return;
@@ -232,7 +289,7 @@ class Agent {
   }
 
   void run_plan(Connection& link, Commands& commands, const proto::Start& start,
-                const std::vector<PlannedOp>& plan) {
+                const std::vector<PlannedOp>& plan, const Execution& execution) {
     proto::RunDone done{.run_tag = start.run_tag};
     if (plan.empty() || plan.size() != start.op_count) {
       done.end = proto::RunEnd::kFailed;
@@ -250,17 +307,65 @@ class Agent {
       probe_->start();
       sampler = std::thread([&] { sample_loop(link, sampling, samples, frames); });
     }
-    uint32_t spans = 0;
     auto stopped = [&] {
       std::lock_guard lock(commands.m);
       return commands.stop || stop_ || link.broken();
     };
+    Outcome outcome;
+    if (start.mode == proto::StartMode::kExecute) {
+      try {
+        outcome = execute_schedule(link, start, plan, execution, stopped);
+      } catch (const Error& e) {
+        log(link, proto::LogLevel::kError, std::string("execute: ") + e.what());
+        outcome.failed = true;
+      }
+    } else {
+      outcome = time_windows(link, start, plan, stopped);
+    }
+    sampling = false;
+    if (sampler.joinable()) sampler.join();
+    if (probe_) probe_->stop();
+    done.end = outcome.failed        ? proto::RunEnd::kFailed
+               : outcome.interrupted ? proto::RunEnd::kStopped
+                                     : proto::RunEnd::kCompleted;
+    done.spans_sent = outcome.spans;
+    done.samples_sent = samples;
+    done.frames_sent = outcome.spans + frames;
+    {
+      std::lock_guard lock(commands.m);
+      running_ = false;
+      last_done_ = done;
+    }
+    link.send(done);
+  }
+
+  struct Outcome {
+    uint32_t spans = 0;
     bool interrupted = false;
+    bool failed = false;
+  };
+
+  bool send_span(Connection& link, const PlannedOp& op, int64_t begin, int64_t end, uint32_t reps) {
+    proto::OpSpanMsg span{.op_id = op.op_id,
+                          .phase = static_cast<uint8_t>(op.phase),
+                          .begin_ticks = static_cast<uint64_t>(begin),
+                          .end_ticks = static_cast<uint64_t>(end),
+                          .repetitions = reps};
+    if (!link.send(span)) return false;
+    if (options_.on_span) options_.on_span(op.op_id, op.phase, span.begin_ticks, span.end_ticks, reps);
+    return true;
+  }
+
+  /// Profile plans and schedules run by their work: each entry in windows of repetitions.
+  template <class Stopped>
+  Outcome time_windows(Connection& link, const proto::Start& start, const std::vector<PlannedOp>& plan,
+                       const Stopped& stopped) {
+    Outcome o;
     const auto min_window_ns = static_cast<int64_t>(start.min_window_us) * 1000;
-    for (uint32_t loop = 0; !interrupted && (start.loops == 0 || loop < start.loops); ++loop) {
+    for (uint32_t loop = 0; !o.interrupted && (start.loops == 0 || loop < start.loops); ++loop) {
       for (const PlannedOp& op : plan) {
-        for (uint16_t w = 0; w < op.windows && !interrupted; ++w) {
-          if ((interrupted = stopped())) break;
+        for (uint16_t w = 0; w < op.windows && !o.interrupted; ++w) {
+          if ((o.interrupted = stopped())) break;
           for (uint16_t i = 0; i < op.warmup_reps; ++i) runner_.run(op.shape, op.phase);
           const int64_t begin = agent_clock().now_ns();
           uint32_t reps = 0;
@@ -269,35 +374,68 @@ class Agent {
             ++reps;
           } while (op.shape.kind != profiler::OpKind::kIdle &&
                    agent_clock().now_ns() - begin < min_window_ns);
-          const int64_t end = agent_clock().now_ns();
-          proto::OpSpanMsg span{.op_id = op.op_id,
-                                .phase = static_cast<uint8_t>(op.phase),
-                                .begin_ticks = static_cast<uint64_t>(begin),
-                                .end_ticks = static_cast<uint64_t>(end),
-                                .repetitions = reps};
-          if (link.send(span)) {
-            ++spans;
-            if (options_.on_span)
-              options_.on_span(op.op_id, op.phase, span.begin_ticks, span.end_ticks, reps);
-          }
+          if (send_span(link, op, begin, agent_clock().now_ns(), reps)) ++o.spans;
           if (op.idle_after_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(op.idle_after_us));
         }
-        if (interrupted) break;
+        if (o.interrupted) break;
       }
     }
-    sampling = false;
-    if (sampler.joinable()) sampler.join();
-    if (probe_) probe_->stop();
-    done.end = interrupted ? proto::RunEnd::kStopped : proto::RunEnd::kCompleted;
-    done.spans_sent = spans;
-    done.samples_sent = samples;
-    done.frames_sent = spans + frames;
-    {
-      std::lock_guard lock(commands.m);
-      running_ = false;
-      last_done_ = done;
+    return o;
+  }
+
+  /// A schedule on real tensors: every step once, in order, the timed ones (all but frees)
+  /// matching the plan's entries one for one; then what the iteration computed.
+  template <class Stopped>
+  Outcome execute_schedule(Connection& link, const proto::Start& start, const std::vector<PlannedOp>& plan,
+                           const Execution& execution, const Stopped& stopped) {
+    if (!execution.model) throw InputError("no ExecuteModel before the Start");
+    if (!execution.complete)
+      throw InputError("the schedule's steps did not all arrive (" + std::to_string(execution.steps.size()) +
+                       " announced)");
+    const auto timed = static_cast<std::size_t>(
+        std::count_if(execution.steps.begin(), execution.steps.end(),
+                      [](const planner::Step& st) { return st.kind != planner::StepKind::kFree; }));
+    if (timed != plan.size())
+      throw InputError("the schedule has " + std::to_string(timed) + " timed steps but the plan " +
+                       std::to_string(plan.size()) + " entries");
+    const planner::ForwardGraph forward = planner::zoo_model(execution.model->model, execution.model->batch);
+    const planner::TrainingGraph graph = runtime::structure_of(forward);
+    runtime::TrainingIteration iteration(forward, graph, options_.scratch / "ergon-execute", execution.model->seed);
+    log(link, proto::LogLevel::kInfo,
+        "executing " + forward.name + " at batch " + std::to_string(execution.model->batch) + ": " +
+            std::to_string(execution.steps.size()) + " steps on real tensors");
+    Outcome o;
+    std::size_t next = 0;
+    for (const planner::Step& st : execution.steps) {
+      if ((o.interrupted = stopped())) return o;
+      if (st.kind == planner::StepKind::kFree) {
+        iteration.run(st);
+        continue;
+      }
+      // No warm-up: a step's effect (a recomputation, a page-out) cannot be run twice.
+      const int64_t begin = agent_clock().now_ns();
+      iteration.run(st);
+      if (send_span(link, plan[next++], begin, agent_clock().now_ns(), 1)) ++o.spans;
     }
-    link.send(done);
+    const runtime::ExecutionResult r = iteration.finish();
+    proto::ExecutionReport report{.run_tag = start.run_tag,
+                                  .loss_bits = std::bit_cast<uint32_t>(r.loss),
+                                  .computes = static_cast<uint32_t>(r.computes),
+                                  .recomputes = static_cast<uint32_t>(r.recomputes),
+                                  .paged_out_bytes = r.paged_out_bytes,
+                                  .paged_in_bytes = r.paged_in_bytes,
+                                  .peak_bytes = r.peak_bytes,
+                                  .gradient_digest = gradient_digest(r.parameter_grads)};
+    link.send(report);
+    return o;
+  }
+
+  void log(Connection& link, proto::LogLevel level, const std::string& text) {
+    proto::Log msg;
+    msg.level = level;
+    msg.length = static_cast<uint16_t>(std::min(text.size(), proto::kMaxLogText));
+    std::memcpy(msg.text, text.data(), msg.length);
+    link.send(msg);
   }
 
   /// Samples the probe while the run lasts and sends a PowerBatch every 50 ms (or when full).
@@ -332,12 +470,7 @@ class Agent {
         if (agent_clock().now_ns() - last_send > 50'000'000) flush();
       }
     } catch (const Error& e) {
-      proto::Log log;
-      log.level = proto::LogLevel::kError;
-      const std::string text = std::string("probe: ") + e.what();
-      log.length = static_cast<uint16_t>(std::min(text.size(), proto::kMaxLogText));
-      std::memcpy(log.text, text.data(), log.length);
-      link.send(log);
+      log(link, proto::LogLevel::kError, std::string("probe: ") + e.what());
     }
     flush();
   }

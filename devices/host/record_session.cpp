@@ -156,6 +156,12 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
       if (hello_) sink_.event(now, log_kind(log.level), std::string_view(log.text, log.length));
       return;
     }
+    case proto::MsgType::kExecutionReport: {
+      proto::ExecutionReport report;
+      if (!proto::parse_message(frame, report)) return bad("malformed ExecutionReport");
+      if (report.run_tag == run_tag_) stats_.execution = report;
+      return;
+    }
     case proto::MsgType::kRunDone: {
       proto::RunDone done;
       if (!proto::parse_message(frame, done)) return bad("malformed RunDone");
@@ -251,6 +257,23 @@ void RecordSession::send_sync(std::vector<uint8_t>& out) {
 void RecordSession::start_plan(std::vector<uint8_t>& out) {
   run_tag_ = static_cast<uint32_t>(clock_.now_ns() & 0x7FFFFFFF) | 1U;
   for (const PlannedOp& op : plan_.ops) send(to_wire(op), out);
+  if (options_.execute) {
+    const ExecuteRequest& e = *options_.execute;
+    proto::ExecuteModel model;
+    proto::copy_text(model.model, e.model.c_str());
+    model.batch = e.batch;
+    model.seed = e.seed;
+    model.step_count = static_cast<uint32_t>(e.steps.size());
+    send(model, out);
+    for (std::size_t first = 0; first < e.steps.size(); first += proto::ScheduleSteps::kMaxSteps) {
+      proto::ScheduleSteps chunk;
+      chunk.first = static_cast<uint32_t>(first);
+      chunk.count = static_cast<uint8_t>(std::min(proto::ScheduleSteps::kMaxSteps, e.steps.size() - first));
+      for (uint8_t i = 0; i < chunk.count; ++i)
+        chunk.steps[i] = {e.steps[first + i].first, e.steps[first + i].second};
+      send(chunk, out);
+    }
+  }
   proto::Start start;
   start.run_tag = run_tag_;
   start.mode = options_.mode;

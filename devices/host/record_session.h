@@ -39,6 +39,19 @@ struct LinkStats {
   uint64_t sync_points = 0;
   uint64_t bad_messages = 0;  ///< intact frames whose payload did not parse
   std::optional<protocol::RunDone> device_done;  ///< what the device said it sent
+  /// What an executed schedule computed (RecordOptions::execute), as the device reported it.
+  std::optional<protocol::ExecutionReport> execution;
+};
+
+/// A schedule for the board to execute on real tensors of a zoo model (protocol v3): the
+/// steps go to the board with the model, and the plan's entries are its timed steps.
+struct ExecuteRequest {
+  std::string model;
+  uint16_t batch = 1;
+  uint32_t seed = 1;
+  /// Each step as (kind, node): kind as planner::StepKind (0 compute, 1 free, 2 page-out,
+  /// 3 page-in).
+  std::vector<std::pair<uint8_t, uint32_t>> steps;
 };
 
 enum class SessionState {
@@ -86,6 +99,8 @@ struct RecordOptions {
   /// training schedule's steps, each once, in order).
   std::optional<ProfilePlan> plan;
   protocol::StartMode mode = protocol::StartMode::kProfile;
+  /// With mode kExecute: the model and schedule the board executes.
+  std::optional<ExecuteRequest> execute;
   int initial_syncs = 8;                ///< exchanges before and after the run
   double sync_interval_s = 1.0;         ///< exchanges during the run
   double handshake_timeout_s = 5.0;

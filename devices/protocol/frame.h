@@ -16,7 +16,7 @@
 
 namespace ergon::devices::protocol {
 
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr std::size_t kHeaderBytes = 6;
 inline constexpr std::size_t kCrcBytes = 4;
 /// Largest payload of any frame; sized so a Cortex-M0+ with 32 KB of RAM can hold a frame.
@@ -35,12 +35,15 @@ enum class MsgType : uint8_t {
   kBye = 0x06,
   kRunDone = 0x07,
   kPong = 0x08,
+  kExecutionReport = 0x09,  ///< since v3
   kHelloRequest = 0x81,
   kSyncRequest = 0x82,
   kPlanOp = 0x83,
   kStart = 0x84,
   kStop = 0x85,
   kPing = 0x86,
+  kExecuteModel = 0x87,   ///< since v3
+  kScheduleSteps = 0x88,  ///< since v3
 };
 
 /// A decoded frame. `payload` points into the decoder's buffer and is valid only during the

@@ -363,7 +363,10 @@ struct PlanOp {
   }
 };
 
-enum class StartMode : uint8_t { kProfile = 0, kSchedule = 1 };
+/// kProfile: time each entry in windows; kSchedule: run a training schedule's entries once
+/// each, by their work; kExecute (since v3): run the schedule on real tensors of the model an
+/// ExecuteModel named, step by step, timing each entry as kSchedule does.
+enum class StartMode : uint8_t { kProfile = 0, kSchedule = 1, kExecute = 2 };
 
 /// Host -> device: run the plan entries sent since the last Start.
 struct Start {
@@ -392,7 +395,7 @@ struct Start {
     loops = r.u16();
     min_window_us = r.u32();
     seed = r.u32();
-    return r.ok() && m <= static_cast<uint8_t>(StartMode::kSchedule);
+    return r.ok() && m <= static_cast<uint8_t>(StartMode::kExecute);
   }
 };
 
@@ -428,6 +431,107 @@ struct Pong {
   bool read(Reader& r) {
     nonce = r.u32();
     device_ticks = r.u64();
+    return r.ok();
+  }
+};
+
+inline constexpr std::size_t kModelNameBytes = 24;
+
+/// Host -> device (since v3): the model whose training iteration the next Start in mode
+/// kExecute runs, and how many schedule steps (ScheduleSteps) describe it.
+struct ExecuteModel {
+  static constexpr MsgType kType = MsgType::kExecuteModel;
+  char model[kModelNameBytes] = {};  ///< a zoo name, NUL-padded
+  uint16_t batch = 1;
+  uint32_t seed = 1;  ///< fixes the data, labels and parameters
+  uint32_t step_count = 0;
+
+  bool write(Writer& w) const {
+    w.bytes(model, kModelNameBytes);
+    w.u16(batch);
+    w.u32(seed);
+    w.u32(step_count);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    r.bytes(model, kModelNameBytes);
+    batch = r.u16();
+    seed = r.u32();
+    step_count = r.u32();
+    return r.ok() && model[kModelNameBytes - 1] == '\0' && batch != 0;
+  }
+};
+
+/// Host -> device (since v3): consecutive steps of the schedule to execute, from `first`.
+/// Step kinds as planner::StepKind: 0 compute, 1 free, 2 page-out, 3 page-in.
+struct ScheduleSteps {
+  static constexpr MsgType kType = MsgType::kScheduleSteps;
+  static constexpr std::size_t kMaxSteps = (kMaxPayloadBytes - 5) / 5;
+  struct Step {
+    uint8_t kind = 0;
+    uint32_t node = 0;
+  };
+  uint32_t first = 0;
+  uint8_t count = 0;
+  Step steps[kMaxSteps] = {};
+
+  bool write(Writer& w) const {
+    if (count > kMaxSteps) return false;
+    w.u32(first);
+    w.u8(count);
+    for (uint8_t i = 0; i < count; ++i) {
+      w.u8(steps[i].kind);
+      w.u32(steps[i].node);
+    }
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    first = r.u32();
+    count = r.u8();
+    if (count > kMaxSteps) return false;
+    for (uint8_t i = 0; i < count; ++i) {
+      steps[i].kind = r.u8();
+      steps[i].node = r.u32();
+      if (steps[i].kind > 3) return false;
+    }
+    return r.ok();
+  }
+};
+
+/// Device -> host (since v3): what an executed training iteration computed and held, sent
+/// before its RunDone. The digest (FNV-1a, 64 bits, over every parameter gradient's bytes in
+/// op order) is equal for two schedules of the same model exactly when their gradients are.
+struct ExecutionReport {
+  static constexpr MsgType kType = MsgType::kExecutionReport;
+  uint32_t run_tag = 0;
+  uint32_t loss_bits = 0;  ///< the loss, IEEE-754 binary32
+  uint32_t computes = 0;
+  uint32_t recomputes = 0;
+  uint64_t paged_out_bytes = 0;
+  uint64_t paged_in_bytes = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t gradient_digest = 0;
+
+  bool write(Writer& w) const {
+    w.u32(run_tag);
+    w.u32(loss_bits);
+    w.u32(computes);
+    w.u32(recomputes);
+    w.u64(paged_out_bytes);
+    w.u64(paged_in_bytes);
+    w.u64(peak_bytes);
+    w.u64(gradient_digest);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    run_tag = r.u32();
+    loss_bits = r.u32();
+    computes = r.u32();
+    recomputes = r.u32();
+    paged_out_bytes = r.u64();
+    paged_in_bytes = r.u64();
+    peak_bytes = r.u64();
+    gradient_digest = r.u64();
     return r.ok();
   }
 };

@@ -46,6 +46,9 @@ void parse_all(const proto::Frame& f) {
   check_round_trip<proto::Stop>(f);
   check_round_trip<proto::Ping>(f);
   check_round_trip<proto::Pong>(f);
+  check_round_trip<proto::ExecuteModel>(f);
+  check_round_trip<proto::ScheduleSteps>(f);
+  check_round_trip<proto::ExecutionReport>(f);
 }
 
 }  // namespace

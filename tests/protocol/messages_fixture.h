@@ -66,4 +66,27 @@ inline PlanOp sample_plan_op() {
   return p;
 }
 
+inline ExecuteModel sample_execute_model() {
+  ExecuteModel m;
+  copy_text(m.model, "resnet18-cifar");
+  m.batch = 4;
+  m.seed = 3;
+  m.step_count = 700;
+  return m;
+}
+
+inline ScheduleSteps sample_schedule_steps() {
+  ScheduleSteps s;
+  s.first = 200;
+  s.count = static_cast<uint8_t>(ScheduleSteps::kMaxSteps);
+  for (uint8_t i = 0; i < s.count; ++i) s.steps[i] = {static_cast<uint8_t>(i % 4), 1000U + i};
+  return s;
+}
+
+inline ExecutionReport sample_execution_report() {
+  return ExecutionReport{.run_tag = 0xABCD, .loss_bits = 0x40133333U, .computes = 120,
+                         .recomputes = 14, .paged_out_bytes = 524'288, .paged_in_bytes = 524'288,
+                         .peak_bytes = 3'000'000, .gradient_digest = 0x0123456789ABCDEFULL};
+}
+
 }  // namespace ergon::devices::protocol::testing

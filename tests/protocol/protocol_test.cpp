@@ -19,6 +19,9 @@ using testing::sample_hello;
 using testing::sample_log;
 using testing::sample_plan_op;
 using testing::sample_span;
+using testing::sample_execute_model;
+using testing::sample_execution_report;
+using testing::sample_schedule_steps;
 
 template <class Msg>
 std::vector<uint8_t> encode(const Msg& msg, uint16_t seq = 0) {
@@ -144,6 +147,45 @@ TEST(Messages, EveryMessageRoundTripsWithAllFields) {
   round_trip(Stop{});
   EXPECT_EQ(round_trip(Ping{.nonce = 6}).nonce, 6U);
   EXPECT_EQ(round_trip(Pong{.nonce = 6, .device_ticks = 1234}).device_ticks, 1234U);
+  const ExecuteModel em = round_trip(sample_execute_model());
+  EXPECT_STREQ(em.model, "resnet18-cifar");
+  EXPECT_EQ(em.batch, 4);
+  EXPECT_EQ(em.step_count, 700U);
+  const ScheduleSteps ss = round_trip(sample_schedule_steps());
+  ASSERT_EQ(ss.count, ScheduleSteps::kMaxSteps);
+  EXPECT_EQ(ss.first, 200U);
+  EXPECT_EQ(ss.steps[3].kind, 3);
+  EXPECT_EQ(ss.steps[3].node, 1003U);
+  const ExecutionReport er = round_trip(sample_execution_report());
+  EXPECT_EQ(er.loss_bits, 0x40133333U);
+  EXPECT_EQ(er.gradient_digest, 0x0123456789ABCDEFULL);
+  EXPECT_EQ(er.peak_bytes, 3'000'000U);
+}
+
+TEST(Messages, ScheduleStepsFillAFrameAndRejectUnknownStepKinds) {
+  // A full ScheduleSteps is one frame; a step kind beyond page-in does not parse.
+  const auto bytes = encode(sample_schedule_steps());
+  Decoder d;
+  std::vector<std::vector<uint8_t>> payloads;
+  decode_all(d, bytes, &payloads);
+  ASSERT_EQ(payloads.size(), 1U);
+  EXPECT_LE(payloads[0].size(), kMaxPayloadBytes + 1);
+  std::vector<uint8_t> p = payloads[0];
+  p[5] = 4;  // the first step's kind
+  ScheduleSteps out;
+  const Frame f{.type = MsgType::kScheduleSteps, .payload = p.data(), .payload_size = p.size() - 1};
+  EXPECT_FALSE(parse_message(f, out));
+
+  ExecuteModel unterminated = sample_execute_model();
+  for (char& c : unterminated.model) c = 'x';
+  const auto mb = encode(unterminated);
+  std::vector<std::vector<uint8_t>> mp;
+  Decoder d2;
+  decode_all(d2, mb, &mp);
+  ASSERT_EQ(mp.size(), 1U);
+  ExecuteModel em;
+  const Frame mf{.type = MsgType::kExecuteModel, .payload = mp[0].data(), .payload_size = mp[0].size()};
+  EXPECT_FALSE(parse_message(mf, em)) << "a model name without its NUL";
 }
 
 TEST(Messages, ParsersRejectShortLongAndOutOfRangePayloads) {
@@ -282,6 +324,9 @@ std::vector<Golden> golden_messages() {
                                  .min_window_us = 60'000, .seed = 1},
                            3)},
       {"stop.bin", encode(Stop{}, 4)},
+      {"execute_model.bin", encode(sample_execute_model(), 5)},
+      {"schedule_steps.bin", encode(sample_schedule_steps(), 6)},
+      {"execution_report.bin", encode(sample_execution_report(), 7)},
   };
 }
 
