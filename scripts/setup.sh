@@ -14,6 +14,7 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX model import
   libusb-1.0-0-dev                    # USB-I2C bridges (MCP2221A), USB discovery
   g++-aarch64-linux-gnu               # ergon-agent for 64-bit Arm boards (preset arm64-agent)
+  qemu-user                           # runs that arm64 ergon-agent in CI (scripts/check_arm64_agent.sh)
 )
 
 missing=()

@@ -26,3 +26,7 @@ fi
 label_filter=(-LE hardware)
 [[ ${ERGON_HARDWARE_TESTS:-0} == 1 ]] && label_filter=()
 ctest --test-dir build --output-on-failure -j "$jobs" "${label_filter[@]}"
+
+# The arm64 agent itself, under user-mode QEMU: it executes a ResNet-18 schedule that
+# recomputes and pages and must give the store-all gradients (about 30 s).
+scripts/check_arm64_agent.sh
