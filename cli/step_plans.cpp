@@ -1,18 +1,114 @@
 #include "cli/step_plans.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <map>
 #include <random>
 #include <tuple>
 
 namespace ergon::cli {
 
-profiler::OpKind op_kind_of(const std::string& op) {
-  if (op == "conv2d") return profiler::OpKind::kConv2d;
-  if (op == "relu") return profiler::OpKind::kRelu;
-  if (op == "maxpool") return profiler::OpKind::kMaxPool;
-  if (op == "add") return profiler::OpKind::kAdd;
-  return profiler::OpKind::kLinear;
+namespace {
+
+using profiler::OpKind;
+using Dims = std::vector<uint64_t>;
+
+uint64_t elements(const Dims& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
+
+/// A matrix product (rows x k) (k x k) of about `flops` (forward: 2 rows k^2; backward twice
+/// that), for nodes whose own kernel a board cannot run.
+profiler::OpShape by_work(uint64_t flops, bool backward) {
+  const uint64_t per_mac = backward ? 4 : 2;
+  uint64_t k = 256;
+  uint64_t rows = flops / (per_mac * k * k);
+  if (rows == 0) {
+    k = std::max<uint64_t>(1, static_cast<uint64_t>(std::sqrt(static_cast<double>(flops) / static_cast<double>(per_mac))));
+    rows = 1;
+  }
+  return profiler::linear(static_cast<uint32_t>(std::min<uint64_t>(rows, UINT32_MAX)), static_cast<uint32_t>(k),
+                          static_cast<uint32_t>(k), backward ? profiler::Phase::kBackward : profiler::Phase::kForward);
+}
+
+/// The kernel and dims of a forward op (and of its backward node), or nullopt.
+std::optional<std::pair<OpKind, Dims>> kernel_of(const planner::ForwardGraph& f, int i) {
+  const planner::ForwardOp& op = f.ops[static_cast<std::size_t>(i)];
+  auto input = [&](std::size_t k) -> const Dims& {
+    const int in = op.inputs.at(k);
+    return in == planner::kGraphInput ? f.input_shape : f.ops[static_cast<std::size_t>(in)].shape;
+  };
+  const Dims& out = op.shape;
+  if (out.empty() || op.inputs.empty()) return std::nullopt;
+  const Dims& in = input(0);
+  const std::string& k = op.op;
+  if (k == "conv2d" && in.size() == 4 && op.padding == op.kernel / 2 && op.kernel < 256 && op.stride < 256) {
+    const bool depthwise = op.groups != 1;
+    if (depthwise && !(op.groups == in[1] && out[1] == in[1])) return std::nullopt;
+    return std::pair{OpKind::kConv2d, Dims{in[0], in[1], out[1], in[2], in[3],
+                                           profiler::conv_window(static_cast<uint32_t>(op.kernel),
+                                                                 static_cast<uint32_t>(op.stride), depthwise)}};
+  }
+  if (k == "linear" && !op.tied_weights) {
+    const uint64_t rows = op.first_token_only ? in[0] : elements(in) / in.back();
+    return std::pair{OpKind::kLinear, Dims{rows, in.back(), out.back()}};
+  }
+  if (k == "batchnorm" && in.size() >= 2) return std::pair{OpKind::kBatchNorm, Dims{in[0], in[1], elements(in) / in[0] / in[1]}};
+  if (k == "layernorm") return std::pair{OpKind::kLayerNorm, Dims{elements(in) / in.back(), in.back()}};
+  if (k == "relu") return std::pair{OpKind::kRelu, Dims{elements(out)}};
+  if (k == "relu6") return std::pair{OpKind::kRelu6, Dims{elements(out)}};
+  if (k == "gelu") return std::pair{OpKind::kGelu, Dims{elements(out)}};
+  if (k == "tanh") return std::pair{OpKind::kTanh, Dims{elements(out)}};
+  if (k == "add") return std::pair{OpKind::kAdd, Dims{elements(out)}};
+  if (k == "maxpool" && in.size() == 4 && op.kernel == op.stride && op.padding == 0)
+    return std::pair{OpKind::kMaxPool, Dims{in[0], in[1], in[2], in[3], op.kernel}};
+  if (k == "avgpool" && in.size() == 4) return std::pair{OpKind::kAvgPool, Dims{in[0], in[1], in[2] * in[3]}};
+  if (k == "embedding" && in.size() == 2 && !op.table_rows.empty() && op.table_rows.size() <= 3) {
+    Dims d{in[0], in[1], out.back(), 0, 0, 0};
+    for (std::size_t t = 0; t < op.table_rows.size(); ++t) d[3 + t] = op.table_rows[t];
+    return std::pair{OpKind::kEmbedding, d};
+  }
+  if (k == "attention_scores" && in.size() == 3)
+    return std::pair{OpKind::kAttentionScores, Dims{in[0], in[1], in.back() / 3, op.heads, op.causal ? 1U : 0U}};
+  if (k == "attention_context" && in.size() == 4 && op.inputs.size() == 2) {
+    const Dims& qkv = input(1);
+    return std::pair{OpKind::kAttentionContext, Dims{qkv[0], qkv[1], qkv.back() / 3, in[1]}};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+profiler::OpShape node_shape(const planner::TrainingGraph& g, int id) {
+  const planner::TrainingNode& node = g.nodes.at(static_cast<std::size_t>(id));
+  const bool backward = node.phase == planner::NodePhase::kBackward;
+  std::optional<std::pair<OpKind, Dims>> kernel;
+  if (g.forward) {
+    const int n = static_cast<int>(g.forward->ops.size());
+    if (id < n) {
+      kernel = kernel_of(*g.forward, id);
+    } else if (id == n) {
+      const Dims& logits = g.forward->ops.back().shape;
+      kernel = std::pair{OpKind::kCrossEntropy, Dims{elements(logits) / logits.back(), logits.back()}};
+    } else if (id <= 2 * n) {
+      kernel = kernel_of(*g.forward, 2 * n - id);
+    }
+  }
+  if (kernel && std::any_of(kernel->second.begin(), kernel->second.end(), [](uint64_t d) { return d > UINT32_MAX; }))
+    kernel.reset();
+  profiler::OpShape shape = kernel ? profiler::OpShape{} : by_work(node.flops, backward);
+  if (kernel) {
+    shape.kind = kernel->first;
+    for (uint64_t d : kernel->second) shape.dims[shape.dim_count++] = static_cast<uint32_t>(d);
+  }
+  // The planner's counts, whatever runs: costs measured for this shape are looked up by them.
+  shape.flops = node.flops;
+  shape.bytes_in = node.bytes_touched;
+  shape.bytes_out = 0;
+  return shape;
 }
 
 devices::ProfilePlan schedule_plan(const planner::TrainingGraph& g, const planner::Schedule& s) {
@@ -27,9 +123,7 @@ devices::ProfilePlan schedule_plan(const planner::TrainingGraph& g, const planne
     op.windows = 1;
     op.idle_after_us = 0;
     if (step.kind == planner::StepKind::kCompute) {
-      op.shape.kind = op_kind_of(node.op);
-      op.shape.flops = node.flops;
-      op.shape.bytes_in = node.bytes_touched;
+      op.shape = node_shape(g, step.node);
       char& seen = computed[static_cast<std::size_t>(step.node)];
       op.phase = seen != 0 ? profiler::Phase::kRecompute
                  : node.phase == planner::NodePhase::kForward ? profiler::Phase::kForward
@@ -62,9 +156,7 @@ devices::ProfilePlan model_profile_plan(const planner::TrainingGraph& g, uint32_
   std::vector<devices::PlannedOp> ops;
   for (const auto& [key, node] : shapes) {
     devices::PlannedOp op;
-    op.shape.kind = op_kind_of(node->op);
-    op.shape.flops = node->flops;
-    op.shape.bytes_in = node->bytes_touched;
+    op.shape = node_shape(g, node->id);
     op.phase = std::get<0>(key) == 0 ? profiler::Phase::kForward : profiler::Phase::kBackward;
     op.idle_after_us = kIdleUs / 4;
     op.warmup_reps = 1;  // each window follows an idle gap: one untimed run absorbs the cold start

@@ -12,9 +12,11 @@
 
 namespace ergon::cli {
 
-/// The op kind a board runs a node as; kinds the wire has no code for run as generic work
-/// (linear): a board needs only the node's FLOPs and bytes to execute it.
-profiler::OpKind op_kind_of(const std::string& op);
+/// What a board runs for node `node` of `graph`, carrying the node's FLOPs and bytes: the
+/// node's own kernel at its real shape when the graph knows its forward graph's tensor shapes
+/// (zoo models); otherwise (ONNX and JSON graphs, or an op the kernels do not cover) a
+/// matrix product of about the node's FLOPs, so the board still does the node's work.
+profiler::OpShape node_shape(const planner::TrainingGraph& graph, int node);
 
 /// A profile plan of the model's own shapes: every distinct (FLOPs, bytes) of its forward and
 /// backward nodes, three windows each, paging of its smallest, median and largest activation

@@ -239,11 +239,34 @@ CREATE TRIGGER runs_delete_power_run AFTER DELETE ON runs BEGIN
 END;
 )sql";
 
+// v5: every op kind of protocol v3 (profiler::OpKind), so a board can time each of the zoo's
+// ops with its own kernel. SQLite cannot change a CHECK in place: the table is rebuilt with
+// the same ids (migrate() runs with foreign keys off and checks them before committing).
+constexpr const char* kSchemaV5 = R"sql(
+CREATE TABLE op_shapes_v5 (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL
+    CHECK (kind IN ('conv2d', 'linear', 'relu', 'maxpool', 'add', 'paging', 'idle', 'batchnorm',
+                    'layernorm', 'relu6', 'gelu', 'tanh', 'avgpool', 'embedding',
+                    'attention_scores', 'attention_context', 'cross_entropy')),
+  dims TEXT NOT NULL,
+  flops INTEGER NOT NULL CHECK (flops >= 0),
+  bytes_in INTEGER NOT NULL CHECK (bytes_in >= 0),
+  bytes_out INTEGER NOT NULL CHECK (bytes_out >= 0),
+  UNIQUE (kind, dims, flops, bytes_in, bytes_out)
+) STRICT;
+INSERT INTO op_shapes_v5 (id, kind, dims, flops, bytes_in, bytes_out)
+  SELECT id, kind, dims, flops, bytes_in, bytes_out FROM op_shapes;
+DROP TABLE op_shapes;
+ALTER TABLE op_shapes_v5 RENAME TO op_shapes;
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
     Migration{2, kSchemaV2},
     Migration{3, kSchemaV3},
     Migration{4, kSchemaV4},
+    Migration{5, kSchemaV5},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");
@@ -280,6 +303,13 @@ int read_schema_version(sqlite3* db, const std::filesystem::path& path) {
 }
 
 int migrate(sqlite3* db, const std::filesystem::path& path) {
+  // Rebuilding a table, SQLite's way to change a constraint, needs foreign keys off, which
+  // cannot change inside a transaction; they are checked before the commit instead.
+  exec(db, "PRAGMA foreign_keys = OFF", path, "cannot start the schema migration");
+  struct ForeignKeysBackOn {
+    sqlite3* db;
+    ~ForeignKeysBackOn() { sqlite3_exec(db, "PRAGMA foreign_keys = ON", nullptr, nullptr, nullptr); }
+  } back_on{db};
   exec(db, "BEGIN IMMEDIATE", path, "cannot start the schema migration");
   try {
     // Read inside the transaction: another process may have migrated the file meanwhile.
@@ -297,6 +327,15 @@ int migrate(sqlite3* db, const std::filesystem::path& path) {
            doing);
       version = migration.version;
     }
+    sqlite3_stmt* check = nullptr;
+    const int rc = sqlite3_prepare_v2(db, "PRAGMA foreign_key_check", -1, &check, nullptr);
+    const bool dangling = rc == SQLITE_OK && sqlite3_step(check) == SQLITE_ROW;
+    sqlite3_finalize(check);
+    if (rc != SQLITE_OK) throw_sqlite(db, rc, path, "cannot check the migrated file");
+    if (dangling)
+      throw DatabaseError("database " + path.string() + ": migrating to schema version " +
+                          std::to_string(version) + " would leave rows without their parent; "
+                          "the file is left as it was");
     exec(db, "COMMIT", path, "cannot commit the schema migration");
     return version;
   } catch (...) {

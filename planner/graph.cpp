@@ -197,6 +197,7 @@ TrainingGraph build_training_graph(const ForwardGraph& forward, const CostModel&
   std::sort(g.edges.begin(), g.edges.end());
   g.edges.erase(std::unique(g.edges.begin(), g.edges.end()), g.edges.end());
   g.validate();
+  if (!forward.input_shape.empty()) g.forward = std::make_shared<const ForwardGraph>(forward);
   return g;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,10 @@ struct TrainingGraph {
   double idle_power_w = 0;
   std::vector<TrainingNode> nodes;
   std::vector<std::pair<int, int>> edges;
+  /// The forward graph it was built from when that carries tensor shapes (zoo models): what
+  /// a board needs to run each node's kernel at its real shape. Null otherwise. Forward op i
+  /// is node i, the loss node n, op i's backward node 2n - i.
+  std::shared_ptr<const ForwardGraph> forward;
 
   [[nodiscard]] int size() const { return static_cast<int>(nodes.size()); }
   /// inputs()[k]: producers of node k, ascending. users()[i]: consumers of node i, ascending.

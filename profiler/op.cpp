@@ -104,6 +104,16 @@ std::string_view to_string(OpKind kind) {
     case OpKind::kAdd: return "add";
     case OpKind::kPaging: return "paging";
     case OpKind::kIdle: return "idle";
+    case OpKind::kBatchNorm: return "batchnorm";
+    case OpKind::kLayerNorm: return "layernorm";
+    case OpKind::kRelu6: return "relu6";
+    case OpKind::kGelu: return "gelu";
+    case OpKind::kTanh: return "tanh";
+    case OpKind::kAvgPool: return "avgpool";
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kAttentionScores: return "attention_scores";
+    case OpKind::kAttentionContext: return "attention_context";
+    case OpKind::kCrossEntropy: return "cross_entropy";
   }
   return "unknown";
 }
@@ -131,7 +141,7 @@ std::optional<Phase> phase_from_name(std::string_view name) {
 }
 
 std::optional<OpKind> op_kind_from_code(uint8_t code) {
-  if (code >= static_cast<uint8_t>(OpKind::kConv2d) && code <= static_cast<uint8_t>(OpKind::kIdle))
+  if (code >= static_cast<uint8_t>(OpKind::kConv2d) && code <= static_cast<uint8_t>(kLastOpKind))
     return static_cast<OpKind>(code);
   return std::nullopt;
 }

@@ -10,14 +10,36 @@ namespace ergon::profiler {
 
 /// Operation kinds a board can run and time. Values are wire and database codes: append only.
 enum class OpKind : uint8_t {
-  kConv2d = 1,   ///< dims: batch, in_ch, out_ch, height, width, kernel (stride 1, same padding)
+  /// dims: batch, in_ch, out_ch, height, width, window (conv_window(): kernel, stride and
+  /// depthwise packed; a plain kernel size means stride 1, dense); padding kernel / 2.
+  kConv2d = 1,
   kLinear = 2,   ///< dims: batch, in_features, out_features
   kRelu = 3,     ///< dims: elements
   kMaxPool = 4,  ///< dims: batch, channels, height, width, window
   kAdd = 5,      ///< dims: elements
   kPaging = 6,   ///< dims: bytes (moved to or from the board's storage; phase says which)
   kIdle = 7,     ///< dims: duration in microseconds
+  // Since protocol v3: the rest of the zoo's ops, named as the planner names them.
+  kBatchNorm = 8,         ///< dims: batch, channels, pixels per channel
+  kLayerNorm = 9,         ///< dims: rows, features
+  kRelu6 = 10,            ///< dims: elements
+  kGelu = 11,             ///< dims: elements
+  kTanh = 12,             ///< dims: elements
+  kAvgPool = 13,          ///< global average pool; dims: batch, channels, pixels
+  kEmbedding = 14,        ///< dims: batch, seq, dim, rows of up to three tables (0: none)
+  kAttentionScores = 15,  ///< dims: batch, seq, dim, heads, causal (0/1)
+  kAttentionContext = 16, ///< dims: batch, seq, dim, heads
+  kCrossEntropy = 17,     ///< softmax cross-entropy; dims: rows, classes
 };
+inline constexpr OpKind kLastOpKind = OpKind::kCrossEntropy;
+
+/// kConv2d's last dim: kernel | stride << 8 | depthwise << 16 (stride 0 reads as 1).
+constexpr uint32_t conv_window(uint32_t kernel, uint32_t stride, bool depthwise) {
+  return kernel | (stride == 1 ? 0 : stride << 8) | (depthwise ? 1U << 16 : 0);
+}
+constexpr uint32_t conv_kernel(uint32_t window) { return window & 0xFF; }
+constexpr uint32_t conv_stride(uint32_t window) { return (window >> 8 & 0xFF) == 0 ? 1 : window >> 8 & 0xFF; }
+constexpr bool conv_depthwise(uint32_t window) { return (window >> 16 & 1) != 0; }
 
 /// What a span was doing. Values are wire and database codes: append only.
 enum class Phase : uint8_t {

@@ -13,7 +13,7 @@ namespace ergon::profiler {
 /// the board's storage for paging (page-out writes and fsyncs, page-in drops the file from the
 /// page cache and reads it back), a sleep for idle. Buffers are allocated at a shape's first
 /// run and reused, so repetitions time the op, not the allocator. Throws DeviceError when the
-/// scratch file cannot be written or read.
+/// scratch file cannot be written or read, or a compute op comes without its dimensions.
 class OpRunner {
  public:
   explicit OpRunner(std::filesystem::path scratch_dir);
@@ -26,6 +26,8 @@ class OpRunner {
  private:
   struct Buffers {
     std::vector<float> a, b, c, d, e, f;
+    std::vector<int64_t> ids;      // embedding token ids
+    std::vector<uint32_t> labels;  // cross-entropy labels
   };
   Buffers& buffers_for(const OpShape& shape);
   void page_out(uint64_t bytes);

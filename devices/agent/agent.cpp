@@ -312,15 +312,15 @@ class Agent {
       return commands.stop || stop_ || link.broken();
     };
     Outcome outcome;
-    if (start.mode == proto::StartMode::kExecute) {
-      try {
-        outcome = execute_schedule(link, start, plan, execution, stopped);
-      } catch (const Error& e) {
-        log(link, proto::LogLevel::kError, std::string("execute: ") + e.what());
-        outcome.failed = true;
-      }
-    } else {
-      outcome = time_windows(link, start, plan, stopped);
+    const bool execute = start.mode == proto::StartMode::kExecute;
+    try {
+      outcome = execute ? execute_schedule(link, start, plan, execution, stopped)
+                        : time_windows(link, start, plan, stopped, outcome);
+    } catch (const Error& e) {
+      // A plan the board cannot run (an op without its dimensions, a full disk): the run
+      // fails with the reason, and the agent waits for the next one.
+      log(link, proto::LogLevel::kError, std::string(execute ? "execute: " : "run: ") + e.what());
+      outcome.failed = true;
     }
     sampling = false;
     if (sampler.joinable()) sampler.join();
@@ -357,10 +357,10 @@ class Agent {
   }
 
   /// Profile plans and schedules run by their work: each entry in windows of repetitions.
+  /// `o` counts the spans sent as they go, so a failure part-way still reports them.
   template <class Stopped>
   Outcome time_windows(Connection& link, const proto::Start& start, const std::vector<PlannedOp>& plan,
-                       const Stopped& stopped) {
-    Outcome o;
+                       const Stopped& stopped, Outcome& o) {
     const auto min_window_ns = static_cast<int64_t>(start.min_window_us) * 1000;
     for (uint32_t loop = 0; !o.interrupted && (start.loops == 0 || loop < start.loops); ++loop) {
       for (const PlannedOp& op : plan) {

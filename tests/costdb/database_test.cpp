@@ -254,5 +254,40 @@ TEST_F(DatabaseTest, ABoardRunRemembersItsPowerLoggerUntilTheLoggerRunIsDeleted)
   EXPECT_FALSE(find_run(db, board_run)->power_run_id) << "no dangling link to a deleted run";
 }
 
+TEST_F(DatabaseTest, AVersion4FileKeepsItsOpsAndStoresEveryOpKindAfterMigrating) {
+  {
+    Database db = Database::open(db_path());
+    RunWriter run(db, sim_board(), "sim", 1);
+    run.add_op(1, profiler::conv2d(1, 3, 8, 16, 16, 3, profiler::Phase::kForward), profiler::Phase::kForward);
+    run.add_op(2, profiler::relu(2048, profiler::Phase::kForward), profiler::Phase::kForward);
+  }
+  // Back to schema version 4: op_shapes with the kinds of protocol v2 only.
+  raw_exec(db_path(),
+           "PRAGMA foreign_keys = OFF; BEGIN;"
+           "CREATE TABLE old_shapes (id INTEGER PRIMARY KEY, kind TEXT NOT NULL CHECK (kind IN "
+           "('conv2d', 'linear', 'relu', 'maxpool', 'add', 'paging', 'idle')), dims TEXT NOT NULL, "
+           "flops INTEGER NOT NULL, bytes_in INTEGER NOT NULL, bytes_out INTEGER NOT NULL, "
+           "UNIQUE (kind, dims, flops, bytes_in, bytes_out)) STRICT;"
+           "INSERT INTO old_shapes SELECT * FROM op_shapes; DROP TABLE op_shapes;"
+           "ALTER TABLE old_shapes RENAME TO op_shapes; PRAGMA user_version = 4; COMMIT;");
+  ASSERT_NE(raw_exec(db_path(), "INSERT INTO op_shapes (kind, dims, flops, bytes_in, bytes_out) "
+                                "VALUES ('gelu', '8', 1, 1, 1)"),
+            0)
+      << "a version 4 file refuses the new kinds";
+  Database db = Database::open(db_path());
+  EXPECT_EQ(db.schema_version(), kSchemaVersion);
+  EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM run_ops JOIN op_shapes s ON s.id = run_ops.shape_id"), "2");
+  EXPECT_EQ(raw_query(db_path(), "PRAGMA foreign_key_check"), "");
+  RunWriter run(db, sim_board(), "sim", 2);
+  profiler::OpShape gelu;
+  gelu.kind = profiler::OpKind::kGelu;
+  gelu.dims[0] = 4096;
+  gelu.dim_count = 1;
+  gelu.flops = 8 * 4096;
+  EXPECT_NO_THROW(run.add_op(1, gelu, profiler::Phase::kForward));
+  db.commit_batch();
+  EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM op_shapes WHERE kind = 'gelu'"), "1");
+}
+
 }  // namespace
 }  // namespace ergon::costdb

@@ -6,12 +6,15 @@
 
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "cli/attribute_cmd.h"
 #include "common/error.h"
+#include "cli/board_costs.h"
 #include "cli/record.h"
+#include "cli/step_plans.h"
 #include "cli/validate_cmd.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
@@ -20,6 +23,7 @@
 #include "devices/profile_plan.h"
 #include "devices/sim_server.h"
 #include "planner/schedule.h"
+#include "planner/zoo.h"
 #include "profiler/op.h"
 
 namespace ergon {
@@ -212,6 +216,79 @@ TEST(AgentExecution, ASimulatedBoardOrAModelOutsideTheZooIsRefusedWithAReason) {
     EXPECT_NE(std::string(e.what()).find("did not execute"), std::string::npos) << e.what();
   }
   sim->stop();
+  fs::remove_all(dir);
+}
+
+// Profiling a model's own layers on the agent runs each node's own kernel at its real shape
+// (depthwise convolutions, batch norm, attention, embedding...), not generic work.
+TEST(AgentExecution, TheAgentTimesEveryLayerOfAModelWithItsOwnKernel) {
+  const fs::path dir = fs::temp_directory_path() / ("ergon-agent-model-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::mutex m;
+  std::string link;
+  devices::AgentOptions options;
+  options.link = "pty";
+  options.probe = "sim:ina219";
+  options.board = "pi4";
+  options.scratch = dir;
+  options.on_listening = [&](const std::string& l) {
+    std::lock_guard lock(m);
+    link = l;
+  };
+  std::atomic<bool> stop{false};
+  std::thread agent([&] { devices::run_agent(options, stop); });
+  for (int i = 0; i < 200 && [&] { std::lock_guard lock(m); return link.empty(); }(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+
+  for (const char* model : {"mobilenetv2-cifar", "bert-tiny"}) {
+    SCOPED_TRACE(model);
+    const auto g = planner::build_training_graph(planner::zoo_model(model, 1),
+                                                 cli::BoardProfileCosts(*devices::find_board("pi4")));
+    devices::ProfilePlan plan = cli::model_profile_plan(g, 1);
+    std::set<std::string> kinds;
+    uint32_t windows = 0;
+    for (auto& op : plan.ops) {
+      op.idle_after_us = 0;  // fast: no idle gaps
+      op.windows = 1;
+      windows += op.windows;
+      kinds.insert(std::string(profiler::to_string(op.shape.kind)));
+    }
+    plan.min_window_us = 1000;
+    for (const char* k : {"batchnorm", "attention_scores"})
+      if (std::string(model) == (std::string(k) == "batchnorm" ? "mobilenetv2-cifar" : "bert-tiny")) {
+        EXPECT_TRUE(kinds.count(k)) << k;
+      }
+    cli::RecordRequest req;
+    req.ports = {link};
+    req.db_path = dir / "lab.db";
+    req.options.plan = plan;
+    std::ostringstream out;
+    std::atomic<int> interrupts{0};
+    const auto outcomes = cli::record_boards(req, out, interrupts);
+    ASSERT_EQ(outcomes.size(), 1U);
+    EXPECT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+    EXPECT_EQ(outcomes[0].stats.spans, windows) << "every layer ran and was timed";
+  }
+
+  // An op without its dimensions cannot run: the run fails with a reason, the agent stays.
+  devices::ProfilePlan bad;
+  profiler::OpShape work;
+  work.kind = profiler::OpKind::kConv2d;
+  work.flops = 1'000'000;
+  bad.ops.push_back({.op_id = 1, .shape = work, .phase = Phase::kForward, .windows = 1});
+  cli::RecordRequest req;
+  req.ports = {link};
+  req.db_path = dir / "lab.db";
+  req.options.plan = bad;
+  std::ostringstream out;
+  std::atomic<int> interrupts{0};
+  const auto failed = cli::record_boards(req, out, interrupts);
+  ASSERT_EQ(failed.size(), 1U);
+  EXPECT_EQ(failed[0].state, devices::SessionState::kFailed);
+  req.options.plan->ops[0].shape = profiler::conv2d(1, 3, 8, 8, 8, 3, Phase::kForward);
+  EXPECT_EQ(cli::record_boards(req, out, interrupts)[0].state, devices::SessionState::kCompleted);
+  stop = true;
+  agent.join();
   fs::remove_all(dir);
 }
 
