@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "common/error.h"
 #include "devices/board_profile.h"
+#include "devices/link_server.h"
 #include "devices/profile_plan.h"
 #include "devices/protocol/decoder.h"
 #include "devices/protocol/messages.h"
@@ -38,8 +39,6 @@ namespace ergon::devices {
 namespace {
 
 namespace proto = protocol;
-
-std::string errno_text() { return std::strerror(errno); }
 
 /// The clock of every timestamp the agent sends: CLOCK_MONOTONIC, in ns (tick_hz 1e9).
 const SteadyClock& agent_clock() {
@@ -484,68 +483,11 @@ class Agent {
   std::optional<proto::RunDone> last_done_;
 };
 
-void set_raw(int fd) {
-  termios tio{};
-  if (::tcgetattr(fd, &tio) == 0) {
-    ::cfmakeraw(&tio);
-    ::cfsetspeed(&tio, B115200);
-    ::tcsetattr(fd, TCSANOW, &tio);
-  }
-}
-
 }  // namespace
 
 void run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
   Agent agent(options, stop);
-  if (options.link == "pty") {
-    const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
-    if (master < 0 || ::grantpt(master) != 0 || ::unlockpt(master) != 0)
-      throw DeviceError("cannot open a pseudo-terminal: " + errno_text());
-    const std::string path = ::ptsname(master);
-    const int keep = ::open(path.c_str(), O_RDWR | O_NOCTTY);  // the pty lives while we do
-    set_raw(keep);
-    if (options.on_listening) options.on_listening(path);
-    agent.serve(master);
-    ::close(keep);
-    return;
-  }
-  if (options.link.rfind("tcp:", 0) != 0) {
-    const int fd = ::open(options.link.c_str(), O_RDWR | O_NOCTTY);
-    if (fd < 0) throw DeviceError("cannot open " + options.link + ": " + errno_text());
-    set_raw(fd);
-    if (options.on_listening) options.on_listening(options.link);
-    agent.serve(fd);
-    return;
-  }
-  const std::string rest = options.link.substr(4);
-  const auto colon = rest.rfind(':');
-  if (colon == std::string::npos) throw InputError("--link tcp:HOST:PORT, not " + options.link);
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(rest.substr(colon + 1))));
-  if (::inet_pton(AF_INET, rest.substr(0, colon).c_str(), &addr.sin_addr) != 1)
-    throw InputError("--link: '" + rest.substr(0, colon) + "' is not an IPv4 address");
-  if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 1) != 0) {
-    const std::string why = errno_text();
-    ::close(listener);
-    throw DeviceError("cannot listen on " + rest + ": " + why);
-  }
-  socklen_t len = sizeof addr;
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
-  if (options.on_listening)
-    options.on_listening("tcp:" + rest.substr(0, colon) + ":" + std::to_string(ntohs(addr.sin_port)));
-  while (!stop) {
-    pollfd p{listener, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    const int client = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) continue;
-    ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    agent.serve(client);  // until the host goes away; then wait for the next one
-  }
-  ::close(listener);
+  serve_link(options.link, stop, options.on_listening, [&](int fd) { agent.serve(fd); });
 }
 
 }  // namespace ergon::devices
