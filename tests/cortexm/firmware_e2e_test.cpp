@@ -1,0 +1,98 @@
+// The host-built firmware recorded end to end: its own code behind a real pseudo-terminal,
+// the real recorder and a real SQLite file, as the simulated boards are in tests/e2e.
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "cli/attribute_cmd.h"
+#include "cli/record.h"
+#include "costdb/costs.h"
+#include "costdb/database.h"
+#include "devices/board_profile.h"
+#include "devices/cortexm/host/firmware_host.h"
+#include "devices/profile_plan.h"
+
+namespace ergon {
+namespace {
+
+namespace fs = std::filesystem;
+
+class FirmwareEndToEnd : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ergon-firmware-e2e-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    options_.board = GetParam();
+    options_.scratch = dir_;
+    options_.on_listening = [this](const std::string& l) {
+      std::lock_guard lock(m_);
+      link_ = l;
+    };
+    thread_ = std::thread([this] { devices::cortexm::run_firmware_host(options_, stop_); });
+    for (int i = 0; i < 300 && link().empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  void TearDown() override {
+    stop_ = true;
+    thread_.join();
+    fs::remove_all(dir_);
+  }
+  std::string link() {
+    std::lock_guard lock(m_);
+    return link_;
+  }
+  fs::path dir_;
+  devices::cortexm::FirmwareHostOptions options_;
+  std::atomic<bool> stop_{false};
+  std::mutex m_;
+  std::string link_;
+  std::thread thread_;
+};
+
+TEST_P(FirmwareEndToEnd, RecordStoresTheBoardsDefaultPlanAndAttributionFindsItsPower) {
+  const auto board = *devices::find_board(GetParam());
+  ASSERT_FALSE(link().empty());
+  cli::RecordRequest req;
+  req.ports = {link()};
+  req.db_path = dir_ / "lab.db";
+  std::ostringstream out;
+  std::atomic<int> interrupts{0};
+  const auto outcomes = cli::record_boards(req, out, interrupts);
+  ASSERT_EQ(outcomes.size(), 1U);
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error << out.str();
+  const auto& stats = outcomes[0].stats;
+  EXPECT_EQ(stats.decoder.crc_errors, 0U);
+  EXPECT_EQ(stats.decoder.frames_lost, 0U);
+  ASSERT_TRUE(stats.device_done);
+  EXPECT_EQ(stats.spans, stats.device_done->spans_sent) << "every span the firmware sent arrived";
+  EXPECT_EQ(stats.samples, stats.device_done->samples_sent);
+  uint32_t windows = 0;
+  for (const auto& op : devices::default_profile_plan(board, 1).ops) windows += op.windows;
+  EXPECT_EQ(stats.spans, windows);
+
+  auto db = costdb::Database::open(req.db_path);
+  const auto a = cli::attribute_run(db, *outcomes[0].run_id);
+  EXPECT_TRUE(a.attribution.clock.fitted) << a.attribution.clock.note;
+  // The simulated supply draws the board's idle power, plus its compute power while a
+  // kernel runs: attribution recovers both from the INA219's samples.
+  EXPECT_NEAR(a.attribution.idle_power_w, board.idle_w, 0.1 * board.idle_w);
+  int computes = 0;
+  for (const auto& w : a.attribution.windows) {
+    if (!w.covered || w.span.phase != profiler::Phase::kForward || w.time_s < 0.02) continue;
+    ++computes;
+    EXPECT_NEAR(w.gross_energy_j / w.time_s, board.idle_w + board.compute_w,
+                0.15 * (board.idle_w + board.compute_w));
+  }
+  EXPECT_GT(computes, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Boards, FirmwareEndToEnd, ::testing::Values("nrf52840", "mkr1000"));
+
+}  // namespace
+}  // namespace ergon
