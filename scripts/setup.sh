@@ -15,6 +15,7 @@ packages=(
   libusb-1.0-0-dev                    # USB-I2C bridges (MCP2221A), USB discovery
   g++-aarch64-linux-gnu               # ergon-agent for 64-bit Arm boards (preset arm64-agent)
   qemu-user                           # runs that arm64 ergon-agent in CI (scripts/check_arm64_agent.sh)
+  gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib  # Cortex-M firmware
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything (and ergon-agent for arm64), fuzzes the protocol
+# Installs what is missing, builds everything (ergon-agent for arm64 too, and the Cortex-M
+# firmware images, with their sizes), fuzzes the protocol
 # decoder and the tegrastats parser for a bounded time (libFuzzer, clang, ASan + UBSan), then
 # runs every test that needs no hardware.
 #   ERGON_FUZZ_SECONDS   fuzzing time (default 60; 0 skips fuzzing)
@@ -15,6 +16,13 @@ cmake --build --preset default -j "$jobs"
 # The board agent cross-built for 64-bit Arm, so a change that breaks it fails here.
 cmake --preset arm64-agent >/dev/null
 cmake --build --preset arm64-agent -j "$jobs"
+
+# The Cortex-M firmware images (nRF52840, SAMD21 / MKR1000): they must link and fit.
+for target in nrf52840 samd21; do
+  cmake --preset "firmware-$target" >/dev/null
+  cmake --build --preset "firmware-$target" -j "$jobs" >/dev/null
+done
+scripts/firmware_size.sh
 
 fuzz_seconds=${ERGON_FUZZ_SECONDS:-60}
 if [[ $fuzz_seconds != 0 ]]; then

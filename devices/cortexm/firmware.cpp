@@ -59,9 +59,8 @@ uint64_t Firmware::us_to_ticks(uint64_t us) const { return us * hal_.clock.tick_
 
 template <class Msg>
 bool Firmware::send(const Msg& msg) {
-  static uint8_t frame[proto::kMaxEncodedFrameBytes];
-  const std::size_t n = proto::encode_message(msg, tx_seq_++, frame, sizeof frame);
-  return n != 0 && hal_.link.write(frame, n);
+  const std::size_t n = proto::encode_message(msg, tx_seq_++, tx_frame_, sizeof tx_frame_);
+  return n != 0 && hal_.link.write(tx_frame_, n);
 }
 
 void Firmware::log(proto::LogLevel level, const char* text) {

@@ -82,6 +82,7 @@ class Firmware {
   std::size_t arena_bytes_, arena_used_ = 0;
 
   protocol::Decoder decoder_;
+  uint8_t tx_frame_[protocol::kMaxEncodedFrameBytes] = {};  // one frame out at a time
   uint16_t tx_seq_ = 0;
   bool in_service_ = false;
 

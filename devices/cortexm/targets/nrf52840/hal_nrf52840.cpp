@@ -1,0 +1,172 @@
+// The nRF52840's HAL (register offsets from the nRF52840 Product Specification v1.7), for
+// the nRF52840 DK: UART0 on its J-Link virtual COM port (TX P0.06, RX P0.08, 115200 8N1,
+// received bytes queued by the interrupt), the cycle counter (DWT CYCCNT, 64 MHz, extended
+// to 64 bits), TWIM0 for the INA219 (SDA P0.26, SCL P0.27, 400 kHz). Paging storage (an SD
+// card on SPIM) is not wired yet: page-outs are refused with that reason.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "devices/cortexm/firmware.h"
+#include "devices/cortexm/targets/common/mmio.h"
+
+namespace ergon::devices::cortexm {
+namespace {
+
+using mmio::r32;
+
+constexpr uintptr_t kClock = 0x40000000, kUart0 = 0x40002000, kTwim0 = 0x40003000, kP0 = 0x50000000;
+constexpr uint32_t kTxPin = 6, kRxPin = 8, kSdaPin = 26, kSclPin = 27;
+constexpr uint32_t kUart0Irq = 2;
+
+mmio::RingBuffer<1024> g_rx;
+
+class Uart final : public ByteLink {
+ public:
+  void init() {
+    r32(kP0 + 0x508) = 1U << kTxPin;  // OUTSET: idle high
+    r32(kP0 + 0x700 + 4 * kTxPin) = 1;  // output
+    r32(kUart0 + 0x50C) = kTxPin;      // PSEL.TXD
+    r32(kUart0 + 0x514) = kRxPin;      // PSEL.RXD
+    r32(kUart0 + 0x524) = 0x01D7E000;  // BAUDRATE 115200
+    r32(kUart0 + 0x500) = 4;           // ENABLE: UART
+    r32(kUart0 + 0x304) = 1U << 2;     // INTENSET: RXDRDY
+    mmio::enable_irq(kUart0Irq);
+    r32(kUart0 + 0x000) = 1;  // STARTRX
+    r32(kUart0 + 0x008) = 1;  // STARTTX
+  }
+  std::size_t read(uint8_t* dst, std::size_t capacity) override {
+    std::size_t n = 0;
+    while (n < capacity && g_rx.pop(dst[n])) ++n;
+    return n;
+  }
+  bool write(const uint8_t* src, std::size_t n) override {
+    for (std::size_t i = 0; i < n; ++i) {
+      r32(kUart0 + 0x11C) = 0;  // EVENTS_TXDRDY
+      r32(kUart0 + 0x51C) = src[i];
+      while (r32(kUart0 + 0x11C) == 0) {
+      }
+    }
+    return true;
+  }
+};
+
+class CycleClock final : public TickClock {
+ public:
+  void init() {
+    r32(0xE000EDFC) |= 1U << 24;  // DEMCR.TRCENA
+    r32(0xE0001004) = 0;          // DWT CYCCNT
+    r32(0xE0001000) |= 1;         // DWT CTRL.CYCCNTENA
+  }
+  uint64_t now_ticks() override {
+    const uint32_t now = r32(0xE0001004);
+    if (now < last_) high_ += 1ULL << 32;  // wraps every 67 s; the main loop looks far more often
+    last_ = now;
+    return high_ | now;
+  }
+  [[nodiscard]] uint64_t tick_hz() const override { return 64'000'000; }
+
+ private:
+  uint32_t last_ = 0;
+  uint64_t high_ = 0;
+};
+
+class Twim final : public I2cMaster {
+ public:
+  void init() {
+    constexpr uint32_t kPinCnf = (3U << 2) | (6U << 8);  // input, pull-up, S0D1 drive
+    r32(kP0 + 0x700 + 4 * kSdaPin) = kPinCnf;
+    r32(kP0 + 0x700 + 4 * kSclPin) = kPinCnf;
+    r32(kTwim0 + 0x508) = kSclPin;     // PSEL.SCL
+    r32(kTwim0 + 0x50C) = kSdaPin;     // PSEL.SDA
+    r32(kTwim0 + 0x524) = 0x06400000;  // FREQUENCY 400 kHz
+    r32(kTwim0 + 0x500) = 6;           // ENABLE: TWIM
+  }
+  bool transfer(uint8_t address, const uint8_t* tx, std::size_t tx_n, uint8_t* rx, std::size_t rx_n) override {
+    // EasyDMA reads RAM only: the bytes to send are copied there first.
+    for (std::size_t i = 0; i < tx_n && i < sizeof tx_buf_; ++i) tx_buf_[i] = tx[i];
+    r32(kTwim0 + 0x588) = address;                               // ADDRESS
+    r32(kTwim0 + 0x544) = reinterpret_cast<uintptr_t>(tx_buf_);  // TXD.PTR
+    r32(kTwim0 + 0x548) = static_cast<uint32_t>(tx_n);           // TXD.MAXCNT
+    r32(kTwim0 + 0x534) = reinterpret_cast<uintptr_t>(rx);       // RXD.PTR
+    r32(kTwim0 + 0x538) = static_cast<uint32_t>(rx_n);           // RXD.MAXCNT
+    r32(kTwim0 + 0x104) = 0;                                     // EVENTS_STOPPED
+    r32(kTwim0 + 0x124) = 0;                                     // EVENTS_ERROR
+    r32(kTwim0 + 0x4C4) = 7;                                     // ERRORSRC (write 1s to clear)
+    if (tx_n > 0) {
+      r32(kTwim0 + 0x200) = rx_n > 0 ? (1U << 7) | (1U << 12) : (1U << 9);  // LASTTX_STARTRX+LASTRX_STOP : LASTTX_STOP
+      r32(kTwim0 + 0x008) = 1;                                               // STARTTX
+    } else {
+      r32(kTwim0 + 0x200) = 1U << 12;  // LASTRX_STOP
+      r32(kTwim0 + 0x000) = 1;         // STARTRX
+    }
+    for (uint32_t spin = 0; r32(kTwim0 + 0x104) == 0; ++spin) {
+      if (r32(kTwim0 + 0x124) != 0 || spin > 2'000'000) {
+        r32(kTwim0 + 0x014) = 1;  // STOP
+        while (r32(kTwim0 + 0x104) == 0 && spin++ < 4'000'000) {
+        }
+        return false;
+      }
+    }
+    return r32(kTwim0 + 0x4C4) == 0;
+  }
+
+ private:
+  uint8_t tx_buf_[8] = {};
+};
+
+Uart g_uart;
+CycleClock g_clock;
+Twim g_twim;
+alignas(8) uint8_t g_arena[224 * 1024];  // what RAM leaves after the firmware and 4+ KiB of stack
+
+}  // namespace
+}  // namespace ergon::devices::cortexm
+
+extern "C" void UARTE0_UART0_IRQHandler() {
+  using ergon::devices::cortexm::mmio::r32;
+  while (r32(0x40002000 + 0x108) != 0) {  // EVENTS_RXDRDY
+    r32(0x40002000 + 0x108) = 0;
+    ergon::devices::cortexm::g_rx.push(static_cast<uint8_t>(r32(0x40002000 + 0x518)));  // RXD
+  }
+}
+
+namespace {
+using Handler = void (*)();
+extern "C" void Default_Handler();
+// External interrupts 0..47: only UART0 (2) is used.
+__attribute__((section(".vectors.chip"), used)) const Handler kChipVectors[48] = {
+    Default_Handler, Default_Handler, UARTE0_UART0_IRQHandler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler, Default_Handler, Default_Handler,
+    Default_Handler, Default_Handler, Default_Handler};
+}  // namespace
+
+extern "C" void firmware_main() {
+  using namespace ergon::devices::cortexm;
+  // The 64 MHz crystal: the UART's baud rate and the cycle counter both run from it.
+  r32(kClock + 0x100) = 0;  // EVENTS_HFCLKSTARTED
+  r32(kClock + 0x000) = 1;  // TASKS_HFCLKSTART
+  while (r32(kClock + 0x100) == 0) {
+  }
+  g_clock.init();
+  g_uart.init();
+  g_twim.init();
+  static const BoardInfo board{.kind = ergon::devices::protocol::BoardKind::kNrf52840,
+                               .name = "nrf52840",
+                               .firmware_version = 0x000200,
+                               .ram_bytes = 256 * 1024,
+                               .rail_name = "VDD"};
+  // The INA219 on the board's supply lead: 1 ohm shunt, 10 uA steps (up to 327 mA).
+  static const Ina219Config ina{.address = 0x40, .shunt_milliohm = 1000, .max_current_ma = 327};
+  static Firmware firmware(board, Hal{.link = g_uart, .clock = g_clock, .i2c = &g_twim, .storage = nullptr},
+                           &ina, g_arena, sizeof g_arena);
+  firmware.start();
+  for (;;) firmware.poll();
+}
