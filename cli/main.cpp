@@ -14,6 +14,7 @@
 #include "cli/plan_cmd.h"
 #include "cli/validate_cmd.h"
 #include "cli/board_costs.h"
+#include "cli/boards_cmd.h"
 #include "cli/probe_cmd.h"
 #include "cli/record.h"
 #include "cli/step_plans.h"
@@ -495,6 +496,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   probe_read->add_option("--db", probe_read_args.db, "store the samples as a run in this database");
 
+  BoardsArgs boards_args;
+  auto* boards_cmd = app.add_subcommand(
+      "boards", "the boards on USB (and boards in bootloaders, Jetsons in recovery, USB-I2C "
+                "bridges, USB-serial adapters), each with its tty and what to run next");
+  boards_cmd->add_flag("--all", boards_args.all, "every USB device, known or not");
+  boards_cmd->add_flag("--json", boards_args.json, "print the list as JSON");
+  boards_cmd->add_option("--sysfs", boards_args.sysfs, "where sysfs is mounted")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -538,6 +547,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*probe_list) return run_probe_list(std::cout);
+    if (*boards_cmd) {
+      const auto usb = devices::libusb_device_source();
+      return run_boards(boards_args, *usb, std::cout);
+    }
     if (*probe_read) return run_probe_read(probe_read_args, std::cout, install_interrupt_counter());
     if (*models_cmd) {
       for (const auto& m : planner::zoo_models())
