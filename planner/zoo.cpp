@@ -1,7 +1,9 @@
 #include "planner/zoo.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -502,7 +504,41 @@ const std::vector<ZooEntry>& zoo_models() {
   return entries;
 }
 
+namespace {
+
+/// "mlp:64,32,10": an MLP of those layer widths (input first), relu between, for boards too
+/// small for POET's. Nullopt when `name` is not of that form.
+std::optional<std::vector<uint64_t>> mlp_widths(const std::string& name) {
+  if (name.rfind("mlp:", 0) != 0) return std::nullopt;
+  std::vector<uint64_t> widths;
+  std::size_t at = 4;
+  while (at <= name.size()) {
+    const std::size_t comma = std::min(name.find(',', at), name.size());
+    const std::string part = name.substr(at, comma - at);
+    if (part.empty() || part.size() > 7 || part.find_first_not_of("0123456789") != std::string::npos || std::stoul(part) == 0)
+      throw InputError("model '" + name + "': mlp:IN,HIDDEN...,OUT takes widths from 1 to 9999999");
+    widths.push_back(std::stoul(part));
+    at = comma + 1;
+  }
+  if (widths.size() < 2) throw InputError("model '" + name + "': mlp:IN,HIDDEN...,OUT needs two widths at least");
+  return widths;
+}
+
+}  // namespace
+
 ForwardGraph zoo_model(const std::string& name, int batch) {
+  if (const auto widths = mlp_widths(name)) {
+    if (batch < 1 || batch > kMaxBatch)
+      throw InputError("batch size " + std::to_string(batch) + " is out of range (1 to " +
+                       std::to_string(kMaxBatch) + ")");
+    Builder b(name, {static_cast<uint64_t>(batch), widths->front()}, kFloatBytes);
+    Tensor x = b.input();
+    for (std::size_t i = 1; i < widths->size(); ++i) {
+      x = b.linear("fc" + std::to_string(i), x, (*widths)[i]);
+      if (i + 1 < widths->size()) x = b.relu("relu" + std::to_string(i), x);
+    }
+    return std::move(b).finish();
+  }
   for (const auto& m : registry()) {
     if (m.entry.name != name) continue;
     if (batch < 1 || batch > kMaxBatch)
