@@ -251,4 +251,16 @@ TEST(Zoo, BatchOutsideOneTo65536IsRejected) {
 }
 
 }  // namespace
+TEST(Zoo, AnMlpOfAnyWidthsIsBuiltFromItsName) {
+  const ForwardGraph g = zoo_model("mlp:64,32,10", 4);
+  ASSERT_EQ(g.ops.size(), 3U);  // fc1, relu1, fc2
+  EXPECT_EQ(g.ops[0].op, "linear");
+  EXPECT_EQ(g.ops[0].forward_flops, 2U * 4 * 64 * 32);
+  EXPECT_EQ(g.ops[0].param_bytes, (64U * 32 + 32) * 4);
+  EXPECT_EQ(g.ops[2].shape, (std::vector<uint64_t>{4, 10}));
+  EXPECT_EQ(g.input_bytes, 4U * 64 * 4);
+  for (const char* bad : {"mlp:", "mlp:64", "mlp:64,,10", "mlp:64,0,10", "mlp:64,x,10", "mlp:99999999,2"})
+    EXPECT_THROW((void)zoo_model(bad, 1), InputError) << bad;
+}
+
 }  // namespace ergon::planner
