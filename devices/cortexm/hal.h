@@ -48,7 +48,21 @@ class I2cMaster {
   ~I2cMaster() = default;
 };
 
-/// Storage for paged activations: an SD card, or the chip's spare flash.
+/// An SPI master with one device on it (mode 0, MSB first).
+class SpiBus {
+ public:
+  /// Chip select: true asserts it (drives CS low).
+  virtual void select(bool selected) = 0;
+  /// Clocks `out` out and returns the byte clocked in.
+  virtual uint8_t transfer(uint8_t out) = 0;
+  /// The fastest clock at or below `hz` the chip can make.
+  virtual void set_clock_hz(uint32_t hz) = 0;
+
+ protected:
+  ~SpiBus() = default;
+};
+
+/// Storage for paged activations: an SD card (sd_card.h), or a file on the host.
 class BlockDevice {
  public:
   [[nodiscard]] virtual uint32_t block_bytes() const = 0;

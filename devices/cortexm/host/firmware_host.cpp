@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -11,6 +13,8 @@
 #include "devices/board_profile.h"
 #include "devices/cortexm/firmware.h"
 #include "devices/cortexm/host/host_hal.h"
+#include "devices/cortexm/host/sim_sd_card.h"
+#include "devices/cortexm/sd_card.h"
 #include "devices/link_server.h"
 #include "probes/sim_ina2xx.h"
 
@@ -43,9 +47,21 @@ void run_firmware_host(const FirmwareHostOptions& options, const std::atomic<boo
   probes::SimI2cBus bus(steady);
   bus.attach(0x40, chip);
   HostI2c i2c(bus);
-  FileBlockDevice storage(options.scratch / ("ergon-firmware-" + std::to_string(::getpid()) + "-" +
-                                             std::to_string(next_instance()) + ".blk"),
-                          512, options.storage_kib * 2);
+  if (options.storage != "sd" && options.storage != "file")
+    throw InputError("--storage: sd or file, not '" + options.storage + "'");
+  std::optional<FileBlockDevice> file;
+  SimSdCard card(std::max<uint32_t>(options.storage_kib * 2 / 1024, 1) * 1024);
+  SdCard sd(card, clock);
+  BlockDevice* storage = nullptr;
+  if (options.storage == "file") {
+    file.emplace(options.scratch / ("ergon-firmware-" + std::to_string(::getpid()) + "-" +
+                                    std::to_string(next_instance()) + ".blk"),
+                 512, options.storage_kib * 2);
+    storage = &*file;
+  } else {
+    if (!sd.init()) throw DeviceError("the simulated SD card did not initialize");
+    storage = &sd;
+  }
   // The board's RAM less what the firmware's own buffers take (about 12 KiB): the arena.
   std::vector<uint8_t> arena(board->ram_bytes - 12 * 1024);
   const Ina219Config ina{.address = 0x40,
@@ -59,7 +75,7 @@ void run_firmware_host(const FirmwareHostOptions& options, const std::atomic<boo
                        .rail_name = rail.c_str()};
   serve_link(options.link, stop, options.on_listening, [&](int fd) {
     FdLink byte_link(fd);
-    const Hal hal{.link = byte_link, .clock = clock, .i2c = &i2c, .storage = &storage};
+    const Hal hal{.link = byte_link, .clock = clock, .i2c = &i2c, .storage = storage};
     Firmware firmware(info, hal, options.monitor ? &ina : nullptr, arena.data(), arena.size());
     live = &firmware;
     if (!firmware.start()) std::cerr << "ergon-firmware-host: the INA219 does not answer\n";

@@ -15,6 +15,9 @@ struct FirmwareHostOptions {
   std::string board = "nrf52840";  ///< nrf52840 or mkr1000: RAM, tick rate, supply
   std::string link = "pty";        ///< as devices::serve_link takes it
   bool monitor = true;             ///< false: no INA219 (spans only)
+  /// "sd": a simulated SD card on SPI behind the firmware's own SD driver (what the boards
+  /// run); "file": a file as the block device.
+  std::string storage = "sd";
   uint32_t storage_kib = 1024;
   std::filesystem::path scratch = std::filesystem::temp_directory_path();
   std::function<void(const std::string&)> on_listening;

@@ -23,7 +23,10 @@ int main(int argc, char** argv) {
   app.add_option("--link", options.link, "pty, a serial device, or tcp:HOST:PORT (listen)")->capture_default_str();
   bool no_monitor = false;
   app.add_flag("--no-monitor", no_monitor, "no INA219 on the supply lead: spans only");
-  app.add_option("--storage-kib", options.storage_kib, "paging storage (a file), KiB")->capture_default_str();
+  app.add_option("--storage", options.storage,
+                 "paging storage: sd (a simulated SD card behind the firmware's SD driver) or file")
+      ->capture_default_str();
+  app.add_option("--storage-kib", options.storage_kib, "paging storage size, KiB")->capture_default_str();
   app.add_option("--scratch", options.scratch, "where the storage file goes")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   options.monitor = !no_monitor;

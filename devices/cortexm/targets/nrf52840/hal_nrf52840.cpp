@@ -1,13 +1,15 @@
 // The nRF52840's HAL (register offsets from the nRF52840 Product Specification v1.7), for
 // the nRF52840 DK: UART0 on its J-Link virtual COM port (TX P0.06, RX P0.08, 115200 8N1,
 // received bytes queued by the interrupt), the cycle counter (DWT CYCCNT, 64 MHz, extended
-// to 64 bits), TWIM0 for the INA219 (SDA P0.26, SCL P0.27, 400 kHz). Paging storage (an SD
-// card on SPIM) is not wired yet: page-outs are refused with that reason.
+// to 64 bits), TWIM0 for the INA219 (SDA P0.26, SCL P0.27, 400 kHz), SPIM1 for an SD card
+// on the Arduino header's SPI pins (SCK P1.15, MOSI P1.13, MISO P1.14, CS P1.12) as paging
+// storage; without a card, page-outs are refused with that reason.
 
 #include <cstddef>
 #include <cstdint>
 
 #include "devices/cortexm/firmware.h"
+#include "devices/cortexm/sd_card.h"
 #include "devices/cortexm/targets/common/mmio.h"
 
 namespace ergon::devices::cortexm {
@@ -15,7 +17,9 @@ namespace {
 
 using mmio::r32;
 
-constexpr uintptr_t kClock = 0x40000000, kUart0 = 0x40002000, kTwim0 = 0x40003000, kP0 = 0x50000000;
+constexpr uintptr_t kClock = 0x40000000, kUart0 = 0x40002000, kTwim0 = 0x40003000, kSpim1 = 0x40004000;
+constexpr uintptr_t kP0 = 0x50000000, kP1 = 0x50000300;
+constexpr uint32_t kSckPin = 15, kMosiPin = 13, kMisoPin = 14, kCsPin = 12;  // on port 1
 constexpr uint32_t kTxPin = 6, kRxPin = 8, kSdaPin = 26, kSclPin = 27;
 constexpr uint32_t kUart0Irq = 2;
 
@@ -93,6 +97,7 @@ class Twim final : public I2cMaster {
     r32(kTwim0 + 0x104) = 0;                                     // EVENTS_STOPPED
     r32(kTwim0 + 0x124) = 0;                                     // EVENTS_ERROR
     r32(kTwim0 + 0x4C4) = 7;                                     // ERRORSRC (write 1s to clear)
+    __asm volatile("" ::: "memory");  // the bytes in RAM before EasyDMA moves them
     if (tx_n > 0) {
       r32(kTwim0 + 0x200) = rx_n > 0 ? (1U << 7) | (1U << 12) : (1U << 9);  // LASTTX_STARTRX+LASTRX_STOP : LASTTX_STOP
       r32(kTwim0 + 0x008) = 1;                                               // STARTTX
@@ -108,6 +113,7 @@ class Twim final : public I2cMaster {
         return false;
       }
     }
+    __asm volatile("" ::: "memory");  // what EasyDMA received
     return r32(kTwim0 + 0x4C4) == 0;
   }
 
@@ -115,9 +121,51 @@ class Twim final : public I2cMaster {
   uint8_t tx_buf_[8] = {};
 };
 
+class Spim final : public SpiBus {
+ public:
+  void init() {
+    r32(kP1 + 0x508) = 1U << kCsPin;             // OUTSET: deselected
+    r32(kP1 + 0x700 + 4 * kCsPin) = 1;           // output
+    r32(kP1 + 0x700 + 4 * kSckPin) = 1;          // output
+    r32(kP1 + 0x700 + 4 * kMosiPin) = 1;         // output
+    r32(kP1 + 0x700 + 4 * kMisoPin) = 0;         // input, connected
+    r32(kSpim1 + 0x508) = kSckPin | (1U << 5);   // PSEL.SCK (port 1)
+    r32(kSpim1 + 0x50C) = kMosiPin | (1U << 5);  // PSEL.MOSI
+    r32(kSpim1 + 0x510) = kMisoPin | (1U << 5);  // PSEL.MISO
+    r32(kSpim1 + 0x554) = 0;                     // CONFIG: mode 0, MSB first
+    r32(kSpim1 + 0x5C0) = 0xFF;                  // ORC
+    r32(kSpim1 + 0x500) = 7;                     // ENABLE: SPIM
+  }
+  void select(bool selected) override { r32(kP1 + (selected ? 0x50C : 0x508)) = 1U << kCsPin; }
+  uint8_t transfer(uint8_t out) override {
+    tx_ = out;
+    r32(kSpim1 + 0x544) = reinterpret_cast<uintptr_t>(&tx_);  // TXD.PTR
+    r32(kSpim1 + 0x548) = 1;
+    r32(kSpim1 + 0x534) = reinterpret_cast<uintptr_t>(&rx_);  // RXD.PTR
+    r32(kSpim1 + 0x538) = 1;
+    r32(kSpim1 + 0x118) = 0;            // EVENTS_END
+    __asm volatile("" ::: "memory");  // tx_ in RAM before EasyDMA reads it
+    r32(kSpim1 + 0x010) = 1;            // TASKS_START
+    while (r32(kSpim1 + 0x118) == 0) {
+    }
+    __asm volatile("" ::: "memory");  // rx_ as EasyDMA wrote it
+    return rx_;
+  }
+  void set_clock_hz(uint32_t hz) override {
+    // FREQUENCY: 125 kHz << n for n = 0..6 (8 MHz).
+    uint32_t n = 0;
+    while (n < 6 && (125'000U << (n + 1)) <= hz) ++n;
+    r32(kSpim1 + 0x524) = 0x02000000U << n;
+  }
+
+ private:
+  uint8_t tx_ = 0xFF, rx_ = 0xFF;
+};
+
 Uart g_uart;
 CycleClock g_clock;
 Twim g_twim;
+Spim g_spim;
 alignas(8) uint8_t g_arena[224 * 1024];  // what RAM leaves after the firmware and 4+ KiB of stack
 
 }  // namespace
@@ -158,6 +206,9 @@ extern "C" void firmware_main() {
   g_clock.init();
   g_uart.init();
   g_twim.init();
+  g_spim.init();
+  static SdCard card(g_spim, g_clock);
+  BlockDevice* storage = card.init() ? &card : nullptr;
   static const BoardInfo board{.kind = ergon::devices::protocol::BoardKind::kNrf52840,
                                .name = "nrf52840",
                                .firmware_version = 0x000200,
@@ -165,7 +216,7 @@ extern "C" void firmware_main() {
                                .rail_name = "VDD"};
   // The INA219 on the board's supply lead: 1 ohm shunt, 10 uA steps (up to 327 mA).
   static const Ina219Config ina{.address = 0x40, .shunt_milliohm = 1000, .max_current_ma = 327};
-  static Firmware firmware(board, Hal{.link = g_uart, .clock = g_clock, .i2c = &g_twim, .storage = nullptr},
+  static Firmware firmware(board, Hal{.link = g_uart, .clock = g_clock, .i2c = &g_twim, .storage = storage},
                            &ina, g_arena, sizeof g_arena);
   firmware.start();
   for (;;) firmware.poll();

@@ -3,13 +3,15 @@
 // Serial1 pins (TX PB22 = pin 14, RX PB23 = pin 13; 115200 8N1; received bytes queued by the
 // interrupt) for a USB-serial adapter, SysTick counting CPU cycles (the M0+ has no DWT)
 // extended to 64 bits by its interrupt, SERCOM0 as an I2C master for the INA219 (SDA PA08 =
-// pin 11, SCL PA09 = pin 12, 100 kHz). Paging storage (the SD card slot of a MKR shield on
-// SPI) is not wired yet: page-outs are refused with that reason.
+// pin 11, SCL PA09 = pin 12, 100 kHz), SERCOM1 as the SPI master of an SD card (MKR SD
+// Proto Shield: MOSI PA16 = pin 8, SCK PA17 = pin 9, MISO PA19 = pin 10, CS PA07 = pin 4) as
+// paging storage; without a card, page-outs are refused with that reason.
 
 #include <cstddef>
 #include <cstdint>
 
 #include "devices/cortexm/firmware.h"
+#include "devices/cortexm/sd_card.h"
 #include "devices/cortexm/targets/common/mmio.h"
 
 namespace ergon::devices::cortexm {
@@ -20,7 +22,8 @@ using mmio::r32;
 using mmio::r8;
 
 constexpr uintptr_t kPm = 0x40000400, kSysctrl = 0x40000800, kGclk = 0x40000C00, kPort = 0x41004400;
-constexpr uintptr_t kSercom0 = 0x42000800, kSercom5 = 0x42001C00;
+constexpr uintptr_t kSercom0 = 0x42000800, kSercom1 = 0x42000C00, kSercom5 = 0x42001C00;
+constexpr uint32_t kCsPin = 7;  // PA07
 constexpr uint32_t kCpuHz = 8'000'000;
 constexpr uint32_t kSercom5Irq = 14;
 
@@ -155,9 +158,48 @@ class I2c final : public I2cMaster {
   }
 };
 
+class Spi final : public SpiBus {
+ public:
+  void init() {
+    r32(kPm + 0x20) |= 1U << 3;  // APBCMASK: SERCOM1
+    clock_peripheral(0x15);      // GCLK_SERCOM1_CORE
+    pin_function(0, 16, 2);      // PA16: SERCOM1 PAD0 = MOSI (function C)
+    pin_function(0, 17, 2);      // PA17: SERCOM1 PAD1 = SCK
+    pin_function(0, 19, 2);      // PA19: SERCOM1 PAD3 = MISO
+    r32(kPort + 0x08) = 1U << kCsPin;  // DIRSET: CS output
+    r32(kPort + 0x18) = 1U << kCsPin;  // OUTSET: deselected
+    r32(kSercom1 + 0x00) = (3U << 2) | (3U << 20);  // CTRLA: SPI master, DIPO PAD3, DOPO 0
+    r32(kSercom1 + 0x04) = 1U << 17;                 // CTRLB: RXEN
+    while (r32(kSercom1 + 0x1C) != 0) {
+    }
+    set_clock_hz(400'000);
+  }
+  void select(bool selected) override { r32(kPort + (selected ? 0x14 : 0x18)) = 1U << kCsPin; }
+  uint8_t transfer(uint8_t out) override {
+    while ((r8(kSercom1 + 0x18) & 1U) == 0) {  // DRE
+    }
+    r32(kSercom1 + 0x28) = out;
+    while ((r8(kSercom1 + 0x18) & (1U << 2)) == 0) {  // RXC
+    }
+    return static_cast<uint8_t>(r32(kSercom1 + 0x28));
+  }
+  void set_clock_hz(uint32_t hz) override {
+    // BAUD = f / (2 x baud) - 1, rounded up so the clock stays at or below `hz`.
+    const uint32_t baud = (kCpuHz + 2 * hz - 1) / (2 * hz) - 1;
+    r32(kSercom1 + 0x00) &= ~(1U << 1);  // disable to change BAUD
+    while (r32(kSercom1 + 0x1C) != 0) {
+    }
+    r8(kSercom1 + 0x0C) = static_cast<uint8_t>(baud > 255 ? 255 : baud);
+    r32(kSercom1 + 0x00) |= 1U << 1;
+    while (r32(kSercom1 + 0x1C) != 0) {
+    }
+  }
+};
+
 Uart g_uart;
 SysTickClock g_clock;
 I2c g_i2c;
+Spi g_spi;
 alignas(8) uint8_t g_arena[16 * 1024];  // what RAM leaves after the firmware and 4 KiB of stack
 
 }  // namespace
@@ -192,13 +234,16 @@ extern "C" void firmware_main() {
   g_clock.init();
   g_uart.init();
   g_i2c.init();
+  g_spi.init();
+  static SdCard card(g_spi, g_clock);
+  BlockDevice* storage = card.init() ? &card : nullptr;
   static const BoardInfo board{.kind = ergon::devices::protocol::BoardKind::kMkr1000,
                                .name = "mkr1000",
                                .firmware_version = 0x000200,
                                .ram_bytes = 32 * 1024,
                                .rail_name = "VIN"};
   static const Ina219Config ina{.address = 0x40, .shunt_milliohm = 1000, .max_current_ma = 327};
-  static Firmware firmware(board, Hal{.link = g_uart, .clock = g_clock, .i2c = &g_i2c, .storage = nullptr},
+  static Firmware firmware(board, Hal{.link = g_uart, .clock = g_clock, .i2c = &g_i2c, .storage = storage},
                            &ina, g_arena, sizeof g_arena);
   firmware.start();
   for (;;) firmware.poll();
