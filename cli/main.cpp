@@ -15,6 +15,7 @@
 #include "cli/validate_cmd.h"
 #include "cli/board_costs.h"
 #include "cli/boards_cmd.h"
+#include "gui/dashboard.h"
 #include "cli/probe_cmd.h"
 #include "cli/record.h"
 #include "cli/step_plans.h"
@@ -504,6 +505,17 @@ int main(int argc, char** argv) {
   boards_cmd->add_flag("--json", boards_args.json, "print the list as JSON");
   boards_cmd->add_option("--sysfs", boards_args.sysfs, "where sysfs is mounted")->capture_default_str();
 
+  gui::DashboardOptions dashboard_args;
+  std::string screenshots;
+  int64_t dashboard_run = 0;
+  auto* dashboard_cmd = app.add_subcommand(
+      "dashboard", "the desktop view: Pareto fronts, schedules side by side, power traces (live), costs");
+  dashboard_cmd->add_option("--db", dashboard_args.db, "database file")->capture_default_str();
+  dashboard_cmd->add_option("--run", dashboard_run, "the run whose power trace to show first (default: the latest)");
+  dashboard_cmd->add_flag("--live", dashboard_args.live, "follow the latest run as it records");
+  dashboard_cmd->add_option("--screenshots", screenshots,
+                            "render every view to PNGs in this folder, without a display, and exit");
+
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -547,6 +559,16 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*probe_list) return run_probe_list(std::cout);
+    if (*dashboard_cmd) {
+      if (dashboard_run > 0) dashboard_args.run = dashboard_run;
+      if (!std::filesystem::exists(dashboard_args.db))
+        throw InputError("no database " + dashboard_args.db.string() + " (ergon demo makes one)");
+      if (!screenshots.empty()) {
+        for (const auto& f : gui::render_dashboard(dashboard_args, screenshots)) std::cout << f.string() << "\n";
+        return 0;
+      }
+      return gui::run_dashboard(argc, argv, dashboard_args);
+    }
     if (*boards_cmd) {
       const auto usb = devices::libusb_device_source();
       return run_boards(boards_args, *usb, std::cout);

@@ -1,0 +1,290 @@
+#include "gui/dashboard.h"
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMainWindow>
+#include <QMetaObject>
+#include <QPushButton>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QThreadPool>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <cstdlib>
+#include <memory>
+
+#include "cli/pareto_cmd.h"
+#include "cli/plan_cmd.h"
+#include "common/error.h"
+#include "costdb/costs.h"
+#include "costdb/database.h"
+#include "costdb/plans.h"
+#include "gui/model/views.h"
+#include "gui/widgets/views.h"
+
+namespace ergon::gui {
+namespace {
+
+/// A stored plan's schedule with the graph it was made for (rebuilt from its model and
+/// board, as `ergon validate --plan` does), or why not.
+std::optional<ScheduleCompareView::Side> side_of(const costdb::PlanRow& row, const std::string& db, QString* why) {
+  if (row.schedule.empty()) {
+    *why = QString("plan %1 has no schedule").arg(row.id);
+    return std::nullopt;
+  }
+  try {
+    cli::PlanArgs args;
+    args.model = row.model;
+    args.board = row.board_kind;
+    if (row.board_name == "measured") args.db = db;
+    ScheduleCompareView::Side side;
+    side.graph = cli::load_graph(args);
+    if (cli::graph_digest(side.graph) != row.graph_digest) {
+      *why = QString("plan %1: its graph cannot be rebuilt (other costs or batch size)").arg(row.id);
+      return std::nullopt;
+    }
+    side.schedule = planner::decode_schedule(row.schedule);
+    // Under the total objective the budget covers parameters and optimizer state too.
+    side.budget_bytes = row.objective == "total" && row.budget_bytes > side.graph.fixed_bytes
+                            ? row.budget_bytes - side.graph.fixed_bytes
+                            : row.budget_bytes;
+    side.title = QString("plan %1: %2, %3").arg(row.id).arg(QString::fromStdString(row.planner)).arg(
+        QString::number(static_cast<double>(row.budget_bytes) / (1 << 20), 'f', 2) + " MiB");
+    return side;
+  } catch (const Error& e) {
+    *why = QString("plan %1: %2").arg(row.id).arg(e.what());
+    return std::nullopt;
+  }
+}
+
+class Dashboard : public QMainWindow {
+ public:
+  explicit Dashboard(DashboardOptions options) : options_(std::move(options)) {
+    setWindowTitle("Ergon: " + QString::fromStdString(options_.db.string()));
+    tabs_ = new QTabWidget;
+    setCentralWidget(tabs_);
+
+    pareto_ = new ParetoView;
+    tabs_->addTab(pareto_, "Pareto");
+
+    auto* schedules = new QWidget;
+    auto* sl = new QVBoxLayout(schedules);
+    auto* pick = new QHBoxLayout;
+    left_plan_ = new QComboBox;
+    right_plan_ = new QComboBox;
+    pick->addWidget(new QLabel("left:"));
+    pick->addWidget(left_plan_, 1);
+    pick->addWidget(new QLabel("right:"));
+    pick->addWidget(right_plan_, 1);
+    sl->addLayout(pick);
+    compare_ = new ScheduleCompareView;
+    sl->addWidget(compare_, 1);
+    tabs_->addTab(schedules, "Schedules");
+
+    auto* power = new QWidget;
+    auto* pl = new QVBoxLayout(power);
+    auto* runs = new QHBoxLayout;
+    run_ = new QComboBox;
+    live_ = new QCheckBox("live: follow the latest run");
+    runs->addWidget(new QLabel("run:"));
+    runs->addWidget(run_, 1);
+    runs->addWidget(live_);
+    pl->addLayout(runs);
+    power_ = new PowerView;
+    pl->addWidget(power_, 1);
+    tabs_->addTab(power, "Power");
+
+    costs_ = new CostView;
+    tabs_->addTab(costs_, "Costs");
+
+    pareto_->on_plan = [this](int64_t id) {
+      const int i = left_plan_->findData(QVariant::fromValue<qlonglong>(id));
+      if (i >= 0) left_plan_->setCurrentIndex(i);
+      tabs_->setCurrentIndex(1);
+    };
+    connect(left_plan_, &QComboBox::currentIndexChanged, this, [this] { show_schedules(); });
+    connect(right_plan_, &QComboBox::currentIndexChanged, this, [this] { show_schedules(); });
+    connect(run_, &QComboBox::currentIndexChanged, this, [this] { load_trace_async(); });
+    live_->setChecked(options_.live);
+    timer_ = new QTimer(this);
+    connect(timer_, &QTimer::timeout, this, [this] {
+      if (live_->isChecked()) reload_runs(true);
+    });
+    timer_->start(1000);
+  }
+
+  /// Loads everything (synchronously; the trace on a worker thread unless `wait`).
+  void load(bool wait) {
+    auto db = costdb::Database::open_read_only(options_.db);
+    plans_ = costdb::list_plans(db);
+    pareto_->set_plans(plans_);
+    const QSignalBlocker b1(left_plan_), b2(right_plan_);
+    left_plan_->clear();
+    right_plan_->clear();
+    for (const auto& p : plans_) {
+      if (p.schedule.empty()) continue;
+      const QString label = QString("%1: %2 %3 at %4 MiB (%5)")
+                                .arg(p.id)
+                                .arg(QString::fromStdString(p.model), QString::fromStdString(p.planner))
+                                .arg(static_cast<double>(p.budget_bytes) / (1 << 20), 0, 'f', 2)
+                                .arg(QString::fromStdString(p.status));
+      left_plan_->addItem(label, QVariant::fromValue<qlonglong>(p.id));
+      right_plan_->addItem(label, QVariant::fromValue<qlonglong>(p.id));
+    }
+    // Default: POET at its smallest budget against another planner at the same budget (the
+    // most telling comparison), when the database has them.
+    int left = 0, right = left_plan_->count() > 1 ? 1 : 0;
+    uint64_t smallest = UINT64_MAX;
+    std::string latest;  // the graph planned last, as the Pareto view shows
+    int64_t latest_ns = -1;
+    for (const auto& p : plans_)
+      if (!p.schedule.empty() && p.created_at_ns >= latest_ns) latest_ns = p.created_at_ns, latest = p.graph_digest;
+    for (int i = 0; i < left_plan_->count(); ++i) {
+      const auto& p = plan(left_plan_->itemData(i).toLongLong());
+      if (p.planner == "poet" && p.graph_digest == latest && p.budget_bytes < smallest) smallest = p.budget_bytes, left = i;
+    }
+    int rank = 99;
+    for (int i = 0; i < right_plan_->count() && left_plan_->count() > 0; ++i) {
+      const auto& p = plan(right_plan_->itemData(i).toLongLong());
+      const auto& l = plan(left_plan_->itemData(left).toLongLong());
+      const char* order[] = {"checkmate", "paging", "capuchin", "chen", "rotor", "pofo", "store-all"};
+      for (int k = 0; k < 7; ++k)
+        if (p.planner == order[k] && p.budget_bytes == l.budget_bytes && p.graph_digest == l.graph_digest && k < rank)
+          rank = k, right = i;
+    }
+    left_plan_->setCurrentIndex(left);
+    right_plan_->setCurrentIndex(right);
+    show_schedules();
+    costs_->set_costs(costdb::list_op_costs(db, std::nullopt, std::nullopt, std::nullopt));
+    reload_runs(false);
+    if (wait) {
+      power_->set_trace(load_power_trace(db, current_run()), run_->currentText());
+    } else {
+      load_trace_async();
+    }
+  }
+
+  QTabWidget* tabs() { return tabs_; }
+  PowerView* power() { return power_; }
+
+ private:
+  const costdb::PlanRow& plan(int64_t id) const {
+    for (const auto& p : plans_)
+      if (p.id == id) return p;
+    throw InputError("no plan " + std::to_string(id));
+  }
+
+  int64_t current_run() const { return run_->currentData().toLongLong(); }
+
+  void show_schedules() {
+    QString why_left, why_right;
+    std::optional<ScheduleCompareView::Side> l, r;
+    if (left_plan_->count() > 0) l = side_of(plan(left_plan_->currentData().toLongLong()), options_.db.string(), &why_left);
+    if (right_plan_->count() > 0)
+      r = side_of(plan(right_plan_->currentData().toLongLong()), options_.db.string(), &why_right);
+    compare_->set_schedules(l, r);
+    const QString why = why_left.isEmpty() ? why_right : why_left;
+    statusBar()->showMessage(why.isEmpty() && left_plan_->count() == 0 ? "no plans with schedules (ergon pareto)" : why);
+  }
+
+  void reload_runs(bool follow_latest) {
+    auto db = costdb::Database::open_read_only(options_.db);
+    const auto runs = costdb::list_runs(db);
+    const int64_t keep = run_->count() > 0 ? current_run() : options_.run.value_or(-1);
+    const QSignalBlocker block(run_);
+    run_->clear();
+    int select = -1;
+    for (const auto& r : runs) {
+      run_->addItem(QString("%1: %2 (%3), %4 samples")
+                        .arg(r.id)
+                        .arg(QString::fromStdString(r.board_name), QString::fromUtf8(costdb::to_string(r.status).data()))
+                        .arg(r.samples),
+                    QVariant::fromValue<qlonglong>(r.id));
+      if (r.id == keep) select = run_->count() - 1;
+    }
+    if (follow_latest || select < 0) select = run_->count() - 1;
+    run_->setCurrentIndex(select);
+    if (follow_latest) load_trace_async();
+  }
+
+  /// Reads the run off the UI thread (its own read-only connection), then draws it.
+  void load_trace_async() {
+    if (run_->count() == 0 || loading_) return;
+    loading_ = true;
+    const int64_t id = current_run();
+    const QString title = run_->currentText();
+    const std::filesystem::path path = options_.db;
+    QThreadPool::globalInstance()->start([this, id, title, path] {
+      auto trace = std::make_shared<PowerTrace>();
+      QString error;
+      try {
+        auto db = costdb::Database::open_read_only(path);
+        *trace = load_power_trace(db, id);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+      QMetaObject::invokeMethod(this, [this, trace, title, error] {
+        loading_ = false;
+        if (!error.isEmpty()) return statusBar()->showMessage(error);
+        power_->set_trace(std::move(*trace), title);
+      }, Qt::QueuedConnection);
+    });
+  }
+
+  DashboardOptions options_;
+  std::vector<costdb::PlanRow> plans_;
+  QTabWidget* tabs_;
+  ParetoView* pareto_;
+  QComboBox *left_plan_, *right_plan_, *run_;
+  QCheckBox* live_;
+  ScheduleCompareView* compare_;
+  PowerView* power_;
+  CostView* costs_;
+  QTimer* timer_;
+  bool loading_ = false;
+};
+
+}  // namespace
+
+int run_dashboard(int argc, char** argv, const DashboardOptions& options) {
+  QApplication app(argc, argv);
+  Dashboard window(options);
+  window.load(false);
+  window.resize(1400, 900);
+  window.show();
+  return QApplication::exec();
+}
+
+std::vector<std::filesystem::path> render_dashboard(const DashboardOptions& options, const std::filesystem::path& dir,
+                                                    int width, int height) {
+  if (std::getenv("DISPLAY") == nullptr && std::getenv("WAYLAND_DISPLAY") == nullptr)
+    ::setenv("QT_QPA_PLATFORM", "offscreen", 0);
+  static int argc = 1;
+  static char arg0[] = "ergon";
+  static char* argv[] = {arg0, nullptr};
+  std::unique_ptr<QApplication> owned;
+  if (QApplication::instance() == nullptr) owned = std::make_unique<QApplication>(argc, argv);
+  Dashboard window(options);
+  window.resize(width, height);
+  window.load(true);
+  window.show();
+  std::filesystem::create_directories(dir);
+  std::vector<std::filesystem::path> out;
+  const char* names[] = {"pareto.png", "schedules.png", "power.png", "costs.png"};
+  for (int i = 0; i < window.tabs()->count(); ++i) {
+    window.tabs()->setCurrentIndex(i);
+    for (int k = 0; k < 5; ++k) QApplication::processEvents();
+    if (i == 2) window.power()->rebuild();  // decimate for the laid-out width
+    QApplication::processEvents();
+    const auto path = dir / names[i];
+    if (!window.grab().save(QString::fromStdString(path.string())))
+      throw Error("cannot write " + path.string());
+    out.push_back(path);
+  }
+  return out;
+}
+
+}  // namespace ergon::gui

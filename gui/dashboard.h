@@ -1,0 +1,32 @@
+#pragma once
+
+// `ergon dashboard`: the desktop view of a cost database (Qt 6 Widgets + Qt Charts): Pareto
+// fronts of the stored plans, two schedules side by side with their memory over time, a
+// run's power trace with its op spans (live while it records), and the cost table.
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ergon::gui {
+
+struct DashboardOptions {
+  std::filesystem::path db = "ergon.db";
+  std::optional<int64_t> run;  ///< the run whose power trace to show first (default: the latest)
+  bool live = false;           ///< follow the latest run as it records
+};
+
+/// Opens the window and runs until it is closed; returns the exit code. Throws Error when the
+/// database cannot be opened.
+int run_dashboard(int argc, char** argv, const DashboardOptions& options);
+
+/// Renders every view of the dashboard to PNG files in `dir` (pareto.png, schedules.png,
+/// power.png, costs.png) at `width` x `height`, without a display (QT_QPA_PLATFORM=offscreen
+/// is set when none is). Returns the files written.
+std::vector<std::filesystem::path> render_dashboard(const DashboardOptions& options,
+                                                    const std::filesystem::path& dir,
+                                                    int width = 1400, int height = 900);
+
+}  // namespace ergon::gui

@@ -1,0 +1,152 @@
+#include "gui/model/views.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace ergon::gui {
+
+std::vector<ParetoSeries> pareto_series(const std::vector<costdb::PlanRow>& plans, const std::string& graph_digest,
+                                        std::optional<double> deadline_s) {
+  std::string digest = graph_digest;
+  if (digest.empty()) {
+    int64_t latest = -1;
+    for (const auto& p : plans)
+      if (p.created_at_ns > latest || (p.created_at_ns == latest && !p.graph_digest.empty()))
+        latest = p.created_at_ns, digest = p.graph_digest;
+  }
+  std::map<std::string, ParetoSeries> by_planner;
+  for (const auto& p : plans) {
+    if (p.graph_digest != digest || p.schedule.empty() || !p.energy_j) continue;
+    if (deadline_s && p.deadline_s && *p.deadline_s > *deadline_s) continue;
+    auto& s = by_planner[p.planner];
+    s.planner = p.planner;
+    s.points.push_back({p.id, p.budget_bytes, *p.energy_j, p.time_s.value_or(0), false});
+  }
+  std::vector<ParetoSeries> out;
+  for (auto& [name, s] : by_planner) {
+    std::sort(s.points.begin(), s.points.end(), [](const ParetoPoint& a, const ParetoPoint& b) {
+      return a.budget_bytes != b.budget_bytes ? a.budget_bytes < b.budget_bytes : a.energy_j < b.energy_j;
+    });
+    double best = 1e300;
+    for (auto& p : s.points) {  // by growing budget: on the front when cheaper than all smaller
+      p.on_front = p.energy_j < best;
+      best = std::min(best, p.energy_j);
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+ScheduleGrid schedule_grid(const planner::TrainingGraph& graph, const planner::Schedule& schedule) {
+  ScheduleGrid g;
+  g.nodes = graph.size();
+  g.stages = graph.size();
+  const auto n_nodes = static_cast<std::size_t>(g.nodes);
+  g.cells.assign(n_nodes * n_nodes, Cell::kEmpty);
+  std::vector<char> computed(n_nodes, 0), ram(n_nodes, 0), ssd(n_nodes, 0);
+  std::size_t stage = 0;
+  bool stage_computed = false;  // the stage's own node is done: a page-out or compute opens the next
+  auto cell = [&](std::size_t node) -> Cell& { return g.cells[stage * n_nodes + node]; };
+  auto close_stage = [&] {
+    for (std::size_t j = 0; j < n_nodes; ++j) {
+      if (cell(j) != Cell::kEmpty) continue;
+      if (ram[j] != 0) cell(j) = Cell::kResident;
+      else if (ssd[j] != 0) cell(j) = Cell::kOnStorage;
+    }
+    ++stage;
+    stage_computed = false;
+  };
+  for (const planner::Step& st : schedule.steps) {
+    if (st.node < 0 || st.node >= g.nodes) continue;
+    const auto n = static_cast<std::size_t>(st.node);
+    const bool opens = st.kind == planner::StepKind::kCompute || st.kind == planner::StepKind::kPageOut;
+    if (opens && stage_computed) close_stage();
+    if (stage >= n_nodes) break;
+    switch (st.kind) {
+      case planner::StepKind::kCompute:
+        cell(n) = computed[n] != 0 ? Cell::kRecompute : Cell::kCompute;
+        stage_computed = stage_computed || computed[n] == 0;
+        computed[n] = 1;
+        ram[n] = 1;
+        break;
+      case planner::StepKind::kFree:
+        ram[n] = 0;
+        break;
+      case planner::StepKind::kPageOut:
+        cell(n) = Cell::kPageOut;
+        ssd[n] = 1;
+        break;
+      case planner::StepKind::kPageIn:
+        cell(n) = Cell::kPageIn;
+        ram[n] = 1;
+        break;
+    }
+  }
+  if (stage < n_nodes && stage_computed) close_stage();
+  return g;
+}
+
+std::vector<uint64_t> memory_timeline(const planner::TrainingGraph& graph, const planner::Schedule& schedule) {
+  std::vector<uint64_t> out;
+  out.reserve(schedule.steps.size());
+  std::vector<char> ram(static_cast<std::size_t>(graph.size()), 0);
+  uint64_t held = 0;
+  for (const planner::Step& st : schedule.steps) {
+    if (st.node < 0 || st.node >= graph.size()) {
+      out.push_back(held);
+      continue;
+    }
+    const auto n = static_cast<std::size_t>(st.node);
+    const uint64_t bytes = graph.nodes[n].output_bytes;
+    const bool allocates = st.kind == planner::StepKind::kCompute || st.kind == planner::StepKind::kPageIn;
+    if (allocates && ram[n] == 0) ram[n] = 1, held += bytes;
+    if (st.kind == planner::StepKind::kFree && ram[n] != 0) ram[n] = 0, held -= bytes;
+    out.push_back(held);
+  }
+  return out;
+}
+
+ScheduleTotals schedule_totals(const planner::TrainingGraph& graph, const planner::Schedule& schedule) {
+  const planner::ScheduleReport r = planner::simulate(graph, schedule);
+  return {r.energy_j, r.compute_time_s + r.paging_time_s, r.peak_bytes, r.recomputes, r.page_ins, r.page_outs};
+}
+
+PowerTrace power_trace(const costdb::RunData& run) {
+  PowerTrace t;
+  if (run.tick_hz == 0) return t;
+  uint64_t origin = UINT64_MAX;
+  for (const auto& s : run.samples) origin = std::min(origin, s.t_ticks);
+  for (const auto& sp : run.spans) origin = std::min(origin, sp.begin_ticks);
+  if (origin == UINT64_MAX) return t;
+  const auto seconds = [&](uint64_t ticks) {
+    return static_cast<double>(ticks - origin) / static_cast<double>(run.tick_hz);
+  };
+  for (const auto& s : run.samples) {
+    t.t_s[s.rail].push_back(seconds(s.t_ticks));
+    t.power_w[s.rail].push_back(static_cast<double>(s.power_uw) * 1e-6);
+  }
+  for (auto& [rail, xs] : t.t_s) {  // samples arrive in order per rail; keep them sorted anyway
+    auto& ys = t.power_w[rail];
+    if (std::is_sorted(xs.begin(), xs.end())) continue;
+    std::vector<std::size_t> idx(xs.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return xs[a] < xs[b]; });
+    std::vector<double> x2, y2;
+    for (std::size_t i : idx) x2.push_back(xs[i]), y2.push_back(ys[i]);
+    xs.swap(x2);
+    ys.swap(y2);
+  }
+  for (const auto& sp : run.spans)
+    t.bands.push_back({seconds(sp.begin_ticks), seconds(sp.end_ticks), sp.phase, sp.op_id});
+  for (const auto& [rail, xs] : t.t_s)
+    if (!xs.empty()) t.duration_s = std::max(t.duration_s, xs.back());
+  for (const auto& b : t.bands) t.duration_s = std::max(t.duration_s, b.end_s);
+  return t;
+}
+
+PowerTrace load_power_trace(costdb::Database& db, int64_t run_id) {
+  return power_trace(costdb::load_run_data(db, run_id));
+}
+
+}  // namespace ergon::gui

@@ -1,0 +1,105 @@
+#pragma once
+
+// The dashboard's views: thin Qt Widgets / Qt Charts drawing what gui/model/views.h builds.
+
+#include <QChartView>
+#include <QWidget>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "costdb/costs.h"
+#include "gui/model/views.h"
+
+class QDoubleSpinBox;
+class QLabel;
+class QLineSeries;
+class QTableWidget;
+class QValueAxis;
+class QAreaSeries;
+
+namespace ergon::gui {
+
+/// Memory budget (x) against energy (y), one series per planner, the front drawn as a line;
+/// clicking a point calls `on_plan` with its plan id. A deadline control filters the plans.
+class ParetoView : public QWidget {
+ public:
+  explicit ParetoView(QWidget* parent = nullptr);
+  void set_plans(std::vector<costdb::PlanRow> plans);
+  std::function<void(int64_t plan_id)> on_plan;
+
+ private:
+  void rebuild();
+  std::vector<costdb::PlanRow> plans_;
+  QChartView* view_;
+  QDoubleSpinBox* deadline_;
+  QLabel* note_;
+};
+
+/// The stage x node grid of one schedule (the POET paper's figure), painted cell by cell.
+class ScheduleGridView : public QWidget {
+ public:
+  explicit ScheduleGridView(QWidget* parent = nullptr);
+  void set_grid(ScheduleGrid grid, QString title);
+  [[nodiscard]] QSize sizeHint() const override { return {520, 520}; }
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+
+ private:
+  ScheduleGrid grid_;
+  QString title_;
+};
+
+/// Two schedules side by side with their totals and the difference, and their memory over
+/// the steps against the budget.
+class ScheduleCompareView : public QWidget {
+ public:
+  explicit ScheduleCompareView(QWidget* parent = nullptr);
+  struct Side {
+    QString title;
+    planner::TrainingGraph graph;
+    planner::Schedule schedule;
+    uint64_t budget_bytes = 0;
+  };
+  void set_schedules(const std::optional<Side>& left, const std::optional<Side>& right);
+
+ private:
+  ScheduleGridView* left_;
+  ScheduleGridView* right_;
+  QLabel* totals_;
+  QChartView* memory_;
+};
+
+/// A run's power per rail, min/max-decimated to the view's width on every zoom and pan (drag
+/// a range to zoom in, right-click to zoom out, arrow keys pan), with its op spans as bands.
+class PowerView : public QWidget {
+ public:
+  explicit PowerView(QWidget* parent = nullptr);
+  void set_trace(PowerTrace trace, QString title);
+  /// Redecimates for the current range (called on range changes).
+  void rebuild();
+  [[nodiscard]] std::size_t points_drawn() const { return points_drawn_; }
+
+ private:
+  PowerTrace trace_;
+  QChartView* view_;
+  QValueAxis* x_ = nullptr;
+  QValueAxis* y_ = nullptr;
+  bool rebuilding_ = false;
+  std::size_t points_drawn_ = 0;
+};
+
+/// The attributed cost table of a database (with 1-sigma uncertainty) and energy against
+/// FLOPs per op kind.
+class CostView : public QWidget {
+ public:
+  explicit CostView(QWidget* parent = nullptr);
+  void set_costs(const std::vector<costdb::OpCostRow>& rows);
+
+ private:
+  QTableWidget* table_;
+  QChartView* scatter_;
+};
+
+}  // namespace ergon::gui
