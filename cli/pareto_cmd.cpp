@@ -173,8 +173,9 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
   std::vector<std::optional<costdb::PlanRow>> done(todo.size());
   std::optional<std::string> failure;
   std::atomic<std::size_t> next{0};
+  const auto canceled = [&] { return args.cancel != nullptr && args.cancel->load(); };
   auto worker = [&] {
-    for (std::size_t i = next++; i < todo.size(); i = next++) {
+    for (std::size_t i = next++; i < todo.size() && !canceled(); i = next++) {
       std::optional<costdb::PlanRow> row;
       std::string error;
       try {
@@ -202,15 +203,23 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
 
   std::size_t stored = 0;
   std::vector<char> written(todo.size(), 0);
+  bool joined = false;
   while (stored < todo.size()) {
     std::unique_lock lock(mu);
-    cv.wait(lock, [&] {
-      if (failure) return true;
+    const auto ready = [&] {
       for (std::size_t i = 0; i < todo.size(); ++i)
         if (done[i] && !written[i]) return true;
       return false;
-    });
+    };
+    cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return failure || ready() || canceled(); });
     if (failure) break;
+    if (canceled() && !ready()) {
+      if (joined) break;  // every solve that started is stored
+      lock.unlock();
+      for (auto& t : threads) t.join();  // the running solves finish; store them, then stop
+      joined = true;
+      continue;
+    }
     for (std::size_t i = 0; i < todo.size(); ++i) {
       if (!done[i] || written[i]) continue;
       written[i] = 1;
@@ -228,10 +237,12 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
                          : row.status);
       }
       points.push_back({.plan = std::move(row)});
+      if (args.on_point) args.on_point(stored, todo.size());
       lock.lock();
     }
   }
-  for (auto& t : threads) t.join();
+  if (!joined)
+    for (auto& t : threads) t.join();
   if (failure) throw Error(*failure);
   mark_fronts(points);
   return points;

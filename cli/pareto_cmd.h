@@ -1,5 +1,7 @@
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -19,6 +21,11 @@ struct ParetoArgs {
   bool measured = false;  ///< cost the graph with the board's measurements in `db`
   std::string csv;     ///< write the points here
   std::string json;
+  /// Set to stop early: no new solve starts, the running ones finish and are stored, and the
+  /// points so far are returned (the dashboard's cancel button).
+  const std::atomic<bool>* cancel = nullptr;
+  /// Called after each point is stored, with the points done and the points to do.
+  std::function<void(std::size_t done, std::size_t total)> on_point;
 };
 
 /// One planner at one budget, as the sweep stored (or found) it.

@@ -141,6 +141,29 @@ int64_t add_validation(Database& database, const ValidationRow& v) {
   return id;
 }
 
+std::vector<ValidationRow> list_validations(Database& database) {
+  auto& db = database.impl();
+  detail::Statement q(db.db,
+                      "SELECT plan_id, run_id, predicted_energy_j, measured_energy_j, predicted_time_s, "
+                      "measured_time_s, predicted_peak_bytes, measured_peak_bytes FROM validations ORDER BY id",
+                      db.path);
+  std::vector<ValidationRow> out;
+  while (q.step("cannot read validations")) {
+    ValidationRow v;
+    v.plan_id = q.column_int64(0);
+    v.run_id = q.column_int64(1);
+    v.predicted_energy_j = opt_double(q, 2);
+    v.measured_energy_j = opt_double(q, 3);
+    v.predicted_time_s = opt_double(q, 4);
+    v.measured_time_s = opt_double(q, 5);
+    if (!q.column_is_null(6)) v.predicted_peak_bytes = static_cast<uint64_t>(q.column_int64(6));
+    if (!q.column_is_null(7)) v.measured_peak_bytes = static_cast<uint64_t>(q.column_int64(7));
+    out.push_back(v);
+  }
+  q.reset();
+  return out;
+}
+
 std::optional<PlanRow> find_plan(Database& database, const std::string& graph_digest,
                                  const std::string& planner, const std::string& objective,
                                  uint64_t budget_bytes, std::optional<double> deadline_s) {

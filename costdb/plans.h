@@ -52,6 +52,9 @@ struct ValidationRow {
 /// Stores a validation in the current batch; returns its id.
 int64_t add_validation(Database& db, const ValidationRow& v);
 
+/// Every stored validation, oldest first.
+std::vector<ValidationRow> list_validations(Database& db);
+
 /// The plan with this id; nullopt when there is none.
 std::optional<PlanRow> find_plan_by_id(Database& db, int64_t plan_id);
 

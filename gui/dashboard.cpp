@@ -7,12 +7,16 @@
 #include <QLabel>
 #include <QMainWindow>
 #include <QMetaObject>
+#include <QLineEdit>
+#include <QProgressBar>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QThreadPool>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <atomic>
 #include <cstdlib>
 #include <memory>
 
@@ -22,6 +26,8 @@
 #include "costdb/costs.h"
 #include "costdb/database.h"
 #include "costdb/plans.h"
+#include "devices/board_profile.h"
+#include "planner/zoo.h"
 #include "gui/model/views.h"
 #include "gui/widgets/views.h"
 
@@ -67,8 +73,32 @@ class Dashboard : public QMainWindow {
     tabs_ = new QTabWidget;
     setCentralWidget(tabs_);
 
+    auto* pareto_tab = new QWidget;
+    auto* ptl = new QVBoxLayout(pareto_tab);
+    auto* sweep = new QHBoxLayout;
+    model_ = new QComboBox;
+    for (const auto& m : planner::zoo_models()) model_->addItem(QString::fromStdString(m.name));
+    model_->setEditable(true);  // "mlp:64,32,10" too
+    board_ = new QComboBox;
+    for (const auto& b : {"pi4", "tx2", "nrf52840", "mkr1000"}) board_->addItem(b);
+    planners_ = new QLineEdit("poet,checkmate,paging");
+    budgets_ = new QSpinBox;
+    budgets_->setRange(2, 100);
+    budgets_->setValue(8);
+    sweep_button_ = new QPushButton("Sweep");
+    cancel_button_ = new QPushButton("Cancel");
+    cancel_button_->setEnabled(false);
+    progress_ = new QProgressBar;
+    for (QWidget* w : std::initializer_list<QWidget*>{new QLabel("model:"), model_, new QLabel("board:"), board_,
+                                                      new QLabel("planners:"), planners_, new QLabel("budgets:"),
+                                                      budgets_, sweep_button_, cancel_button_, progress_})
+      sweep->addWidget(w);
+    ptl->addLayout(sweep);
     pareto_ = new ParetoView;
-    tabs_->addTab(pareto_, "Pareto");
+    ptl->addWidget(pareto_, 1);
+    tabs_->addTab(pareto_tab, "Pareto");
+    connect(sweep_button_, &QPushButton::clicked, this, [this] { start_sweep(); });
+    connect(cancel_button_, &QPushButton::clicked, this, [this] { cancel_ = true; });
 
     auto* schedules = new QWidget;
     auto* sl = new QVBoxLayout(schedules);
@@ -159,6 +189,7 @@ class Dashboard : public QMainWindow {
     right_plan_->setCurrentIndex(right);
     show_schedules();
     costs_->set_costs(costdb::list_op_costs(db, std::nullopt, std::nullopt, std::nullopt));
+    costs_->set_validations(costdb::list_validations(db));
     reload_runs(false);
     if (wait) {
       power_->set_trace(load_power_trace(db, current_run()), run_->currentText());
@@ -178,6 +209,48 @@ class Dashboard : public QMainWindow {
   }
 
   int64_t current_run() const { return run_->currentData().toLongLong(); }
+
+  /// A Pareto sweep of the chosen model and board on a worker thread, each plan stored as it
+  /// is found (ergon pareto's code); progress as plans arrive; Cancel lets the running
+  /// solves finish and starts no more.
+  void start_sweep() {
+    cli::ParetoArgs args;
+    args.graph.model = model_->currentText().toStdString();
+    args.graph.board = board_->currentText().toStdString();
+    args.graph.time_limit_s = 10;
+    args.planners = planners_->text().toStdString();
+    args.budgets = budgets_->value();
+    args.db = options_.db.string();
+    args.cancel = &cancel_;
+    cancel_ = false;
+    sweep_button_->setEnabled(false);
+    cancel_button_->setEnabled(true);
+    progress_->setRange(0, 0);  // busy until the first point says how many
+    statusBar()->showMessage("sweeping " + model_->currentText() + " on " + board_->currentText());
+    QThreadPool::globalInstance()->start([this, args]() mutable {
+      args.on_point = [this](std::size_t done, std::size_t total) {
+        QMetaObject::invokeMethod(this, [this, done, total] {
+          progress_->setRange(0, static_cast<int>(total));
+          progress_->setValue(static_cast<int>(done));
+        }, Qt::QueuedConnection);
+      };
+      QString message;
+      try {
+        const auto points = cli::pareto_sweep(args, nullptr);
+        message = QString("%1 plans%2").arg(points.size()).arg(cancel_ ? " (canceled)" : "");
+      } catch (const Error& e) {
+        message = e.what();
+      }
+      QMetaObject::invokeMethod(this, [this, message] {
+        sweep_button_->setEnabled(true);
+        cancel_button_->setEnabled(false);
+        progress_->setRange(0, 1);
+        progress_->setValue(1);
+        statusBar()->showMessage(message);
+        load(false);
+      }, Qt::QueuedConnection);
+    });
+  }
 
   void show_schedules() {
     QString why_left, why_right;
@@ -245,6 +318,12 @@ class Dashboard : public QMainWindow {
   CostView* costs_;
   QTimer* timer_;
   bool loading_ = false;
+  QComboBox *model_, *board_;
+  QLineEdit* planners_;
+  QSpinBox* budgets_;
+  QPushButton *sweep_button_, *cancel_button_;
+  QProgressBar* progress_;
+  std::atomic<bool> cancel_{false};
 };
 
 }  // namespace

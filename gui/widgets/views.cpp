@@ -364,8 +364,46 @@ CostView::CostView(QWidget* parent) : QWidget(parent) {
   auto* layout = new QHBoxLayout(this);
   table_ = new QTableWidget;
   layout->addWidget(table_, 3);
+  auto* charts = new QVBoxLayout;
   scatter_ = new QChartView(new QChart);
-  layout->addWidget(scatter_, 2);
+  validations_ = new QChartView(new QChart);
+  charts->addWidget(scatter_);
+  charts->addWidget(validations_);
+  layout->addLayout(charts, 2);
+}
+
+void CostView::set_validations(const std::vector<costdb::ValidationRow>& rows) {
+  auto* chart = new QChart;
+  chart->setTitle(QString("Predicted against measured energy (%1 validations)").arg(rows.size()));
+  auto* points = new QScatterSeries;
+  points->setName("validated plans");
+  points->setMarkerSize(9);
+  double hi = 0;
+  for (const auto& v : rows) {
+    if (!v.predicted_energy_j || !v.measured_energy_j) continue;
+    points->append(*v.predicted_energy_j, *v.measured_energy_j);
+    hi = std::max({hi, *v.predicted_energy_j, *v.measured_energy_j});
+  }
+  auto* same = new QLineSeries;
+  same->setName("measured = predicted");
+  same->append(0, 0);
+  same->append(hi > 0 ? hi * 1.1 : 1, hi > 0 ? hi * 1.1 : 1);
+  auto* x = new QValueAxis;
+  x->setTitleText("predicted (J)");
+  auto* y = new QValueAxis;
+  y->setTitleText("measured (J)");
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(same), static_cast<QAbstractSeries*>(points)}) {
+    chart->addSeries(s);
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
+  x->setRange(0, hi > 0 ? hi * 1.1 : 1);
+  y->setRange(0, hi > 0 ? hi * 1.1 : 1);
+  QChart* old = validations_->chart();
+  validations_->setChart(chart);
+  delete old;
 }
 
 void CostView::set_costs(const std::vector<costdb::OpCostRow>& rows) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "costdb/costs.h"
+#include "costdb/plans.h"
 #include "gui/model/views.h"
 
 class QDoubleSpinBox;
@@ -90,16 +91,18 @@ class PowerView : public QWidget {
   std::size_t points_drawn_ = 0;
 };
 
-/// The attributed cost table of a database (with 1-sigma uncertainty) and energy against
-/// FLOPs per op kind.
+/// The attributed cost table of a database (with 1-sigma uncertainty), energy against FLOPs
+/// per op kind, and each validated plan's predicted against measured energy.
 class CostView : public QWidget {
  public:
   explicit CostView(QWidget* parent = nullptr);
   void set_costs(const std::vector<costdb::OpCostRow>& rows);
+  void set_validations(const std::vector<costdb::ValidationRow>& rows);
 
  private:
   QTableWidget* table_;
   QChartView* scatter_;
+  QChartView* validations_;
 };
 
 }  // namespace ergon::gui

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -129,4 +131,28 @@ TEST(GraphDigest, ChangesWithTheCostsAndNotWithoutThem) {
 }
 
 }  // namespace
+TEST_F(ParetoTest, ProgressCountsEveryStoredPlanAndACanceledSweepStartsNoSolve) {
+  ParetoArgs args = mlp_sweep();
+  std::vector<std::size_t> seen;
+  std::size_t total = 0;
+  args.on_point = [&](std::size_t done, std::size_t all) {
+    seen.push_back(done);
+    total = all;
+  };
+  ParetoArgs canceled = args;
+  canceled.db = (dir_ / "canceled.db").string();
+  std::atomic<bool> cancel{true};
+  canceled.cancel = &cancel;
+  EXPECT_TRUE(pareto_sweep(canceled, nullptr).empty()) << "canceled before the first solve";
+  EXPECT_TRUE(seen.empty());
+  {
+    auto db = costdb::Database::open_read_only(canceled.db);
+    EXPECT_TRUE(costdb::list_plans(db).empty());
+  }
+  const auto points = pareto_sweep(args, nullptr);
+  EXPECT_EQ(points.size(), 8U);
+  EXPECT_EQ(total, 8U);
+  EXPECT_EQ(seen, (std::vector<std::size_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
 }  // namespace ergon::cli

@@ -132,5 +132,28 @@ TEST(ParetoViews, EachPlannerIsASeriesByBudgetWithItsFrontMarked) {
   EXPECT_TRUE(pareto_series(plans, "other").empty());
 }
 
+TEST(PowerViews, SamplesAndSpansShareOneTimeAxisFromTheRunsStart) {
+  costdb::RunData run;
+  run.tick_hz = 1'000'000;
+  for (uint64_t i = 0; i < 10; ++i)
+    run.samples.push_back({.rail = 0, .t_ticks = 5'000 + i * 1000, .bus_uv = 5'000'000, .current_ua = 0,
+                           .power_uw = static_cast<int32_t>(1'000'000 + i * 100'000), .flags = 0});
+  run.samples.push_back({.rail = 1, .t_ticks = 5'500, .bus_uv = 0, .current_ua = 0, .power_uw = 250'000, .flags = 0});
+  run.spans.push_back({.op_id = 3, .phase = profiler::Phase::kBackward, .begin_ticks = 6'000, .end_ticks = 9'000,
+                       .repetitions = 2});
+  const PowerTrace t = power_trace(run);
+  ASSERT_EQ(t.t_s.size(), 2U) << "one series per rail";
+  EXPECT_DOUBLE_EQ(t.t_s.at(0).front(), 0.0);
+  EXPECT_DOUBLE_EQ(t.t_s.at(0).back(), 0.009);
+  EXPECT_DOUBLE_EQ(t.power_w.at(0).back(), 1.9);
+  EXPECT_DOUBLE_EQ(t.t_s.at(1).front(), 0.0005);
+  ASSERT_EQ(t.bands.size(), 1U);
+  EXPECT_DOUBLE_EQ(t.bands[0].begin_s, 0.001);
+  EXPECT_DOUBLE_EQ(t.bands[0].end_s, 0.004);
+  EXPECT_EQ(t.bands[0].phase, profiler::Phase::kBackward);
+  EXPECT_DOUBLE_EQ(t.duration_s, 0.009);
+  EXPECT_TRUE(power_trace(costdb::RunData{}).t_s.empty()) << "an empty run is an empty trace";
+}
+
 }  // namespace
 }  // namespace ergon::gui
