@@ -15,6 +15,7 @@
 #include "cli/validate_cmd.h"
 #include "cli/board_costs.h"
 #include "cli/boards_cmd.h"
+#include "cli/report_cmd.h"
 #include "gui/dashboard.h"
 #include "cli/probe_cmd.h"
 #include "cli/record.h"
@@ -505,6 +506,23 @@ int main(int argc, char** argv) {
   boards_cmd->add_flag("--json", boards_args.json, "print the list as JSON");
   boards_cmd->add_option("--sysfs", boards_args.sysfs, "where sysfs is mounted")->capture_default_str();
 
+  ReportArgs report_args;
+  int64_t report_run = 0, report_plan = 0;
+  double report_grid = -1;
+  auto* report_cmd = app.add_subcommand(
+      "report", "an energy statement for a run or a plan: energy, time, power, idle share, PUE, emissions");
+  report_cmd->add_option("--db", report_args.db, "database file")->capture_default_str();
+  report_cmd->add_option("--run", report_run, "a recorded run (its measured power)");
+  report_cmd->add_option("--plan", report_plan, "a stored plan (its predicted energy per iteration)");
+  report_cmd->add_option("--iterations", report_args.iterations, "iterations of a plan to account for")
+      ->capture_default_str();
+  report_cmd->add_option("--pue", report_args.pue, "the data centre's power usage effectiveness")
+      ->capture_default_str();
+  report_cmd->add_option("--pue-profile", report_args.pue_profile,
+                         "CSV of period,pue[,gco2_per_kwh] rows: what-ifs for other hours or months");
+  report_cmd->add_option("--grid-gco2-per-kwh", report_grid, "the grid's carbon intensity");
+  report_cmd->add_flag("--json", report_args.json, "print JSON instead of Markdown");
+
   gui::DashboardOptions dashboard_args;
   std::string screenshots;
   int64_t dashboard_run = 0;
@@ -559,6 +577,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*probe_list) return run_probe_list(std::cout);
+    if (*report_cmd) {
+      if (report_run > 0) report_args.run = report_run;
+      if (report_plan > 0) report_args.plan = report_plan;
+      if (report_grid >= 0) report_args.grid_gco2_per_kwh = report_grid;
+      return run_report(report_args, std::cout);
+    }
     if (*dashboard_cmd) {
       if (dashboard_run > 0) dashboard_args.run = dashboard_run;
       if (!std::filesystem::exists(dashboard_args.db))
