@@ -153,7 +153,53 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
   return graph;
 }
 
+namespace {
+
+PlanOutcome plan_every_mode(const PlanArgs& args) {
+  const auto board = devices::find_board(args.board);
+  if (!board) throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
+  std::vector<std::string> modes;
+  if (!args.db.empty() && std::filesystem::exists(args.db)) {
+    auto db = costdb::Database::open_read_only(args.db);
+    modes = costdb::measured_power_modes(db, args.board);
+  }
+  if (modes.empty())
+    for (const auto& m : board->power_modes) modes.emplace_back(m.name);
+  if (modes.empty()) throw InputError("board " + args.board + " has no power modes to choose from");
+  // One deadline for all: "1.3x" is of one pass in the board's default mode.
+  PlanArgs a = args;
+  std::string reference = std::string(board->power_mode);
+  if (std::find(modes.begin(), modes.end(), reference) == modes.end()) reference = modes.front();
+  a.power_mode = reference;
+  const double deadline_s = parse_deadline(args.deadline, load_graph(a).single_pass_time_s());
+  a.deadline = std::isfinite(deadline_s) ? fmt::format("{:.9g}s", deadline_s) : "none";
+  std::optional<PlanOutcome> best;
+  std::vector<PlanOutcome::ModeTried> tried;
+  for (const auto& mode : modes) {
+    a.power_mode = mode;
+    PlanOutcome o = plan(a, false);
+    PlanOutcome::ModeTried t{mode, std::nullopt, std::nullopt, o.result.why};
+    if (o.sim) {
+      t.energy_j = planner::objective_energy_j(*o.sim, o.request.objective);
+      t.time_s = planner::deadline_time_s(*o.sim, o.request.objective);
+      if (!best || *t.energy_j < planner::objective_energy_j(*best->sim, best->request.objective))
+        best = std::move(o);
+    }
+    tried.push_back(std::move(t));
+  }
+  if (!best) {
+    std::string why;
+    for (const auto& t : tried) why += "\n  " + t.mode + ": " + t.why;
+    throw InputError("no power mode of " + args.board + " has a schedule:" + why);
+  }
+  best->modes = std::move(tried);
+  return std::move(*best);
+}
+
+}  // namespace
+
 PlanOutcome plan(const PlanArgs& args, bool live_progress) {
+  if (args.power_mode == "auto") return plan_every_mode(args);
   parse_objective(args.objective);  // a typo fails before the graph is built
   PlanOutcome o;
   o.graph = load_graph(args, &o.cost_source);
@@ -172,6 +218,7 @@ PlanOutcome plan(const PlanArgs& args, bool live_progress) {
   o.result = planner::run_planner(args.planner, graph, req, *solver);
   if (live_progress) std::cerr << "\r" << std::string(64, ' ') << "\r";
 
+  o.power_mode = args.power_mode;
   o.store_all = planner::simulate(graph, planner::store_all_schedule(graph));
   if (o.result.schedule) {
     o.sim = planner::simulate(graph, *o.result.schedule,
@@ -207,6 +254,15 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
     nlohmann::json j;
     j["graph"] = graph.name;
     j["costs"] = o.cost_source;
+    if (!o.modes.empty()) {
+      j["power_mode"] = o.power_mode;
+      j["modes"] = nlohmann::json::array();
+      for (const auto& m : o.modes)
+        j["modes"].push_back({{"mode", m.mode},
+                              {"energy_j", m.energy_j ? nlohmann::json(*m.energy_j) : nullptr},
+                              {"time_s", m.time_s ? nlohmann::json(*m.time_s) : nullptr},
+                              {"why", m.why}});
+    }
     j["nodes"] = graph.size();
     j["planner"] = r.planner;
     j["objective"] = planner::to_string(objective);
@@ -253,6 +309,13 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
                      store_all_s, store_all_j);
   // A fallback is a warning: stderr, so that scripts reading stdout still see it on a terminal.
   (o.cost_source.starts_with("warning") ? std::cerr : out) << o.cost_source << "\n";
+  if (!o.modes.empty()) {
+    out << fmt::format("power mode: {} (the least energy of {} modes tried)\n", o.power_mode, o.modes.size());
+    for (const auto& m : o.modes)
+      out << fmt::format("  {:<16} {}\n", m.mode,
+                         m.energy_j ? fmt::format("{:.6g} J, {:.6g} s", *m.energy_j, *m.time_s)
+                                    : "no schedule: " + m.why);
+  }
   const uint64_t activation_budget = planner::activation_budget_bytes(graph, req);
   out << fmt::format("budget {}{} ({:.0f}% of store-all's activations), deadline {}, objective {}\n",
                      mib(req.budget_bytes),

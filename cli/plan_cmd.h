@@ -61,10 +61,21 @@ struct PlanOutcome {
   planner::ScheduleReport store_all;            ///< the reference every plan is compared to
   std::optional<planner::ScheduleReport> sim;   ///< the simulator's replay of the schedule
   std::vector<uint8_t> encoded;                 ///< the schedule as a board receives it
+  /// With --power-mode auto: each mode tried, and the one chosen (the outcome's).
+  struct ModeTried {
+    std::string mode;
+    std::optional<double> energy_j, time_s;  ///< the simulator's; none without a schedule
+    std::string why;                         ///< why there is no schedule
+  };
+  std::vector<ModeTried> modes;
+  std::string power_mode;
 };
 
 /// Builds the graph, solves, and replays the schedule in the simulator. `live_progress`
-/// prints the solver's incumbent and bound on stderr while it runs.
+/// prints the solver's incumbent and bound on stderr while it runs. With power_mode "auto",
+/// plans in every mode (the modes measured in args.db, else the board profile's), with the
+/// deadline in seconds of the board's default mode, and keeps the least energy; InputError
+/// listing each mode's reason when none has a schedule.
 PlanOutcome plan(const PlanArgs& args, bool live_progress);
 
 /// Plans and prints a summary (or JSON); returns the process exit code.

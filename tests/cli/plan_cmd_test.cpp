@@ -87,4 +87,39 @@ TEST(PlanCommand, UnknownPlannerNamesTheKnownOnes) {
 }
 
 }  // namespace
+TEST(PlanCommand, AutoPowerModeKeepsTheLeastEnergyAndRefusesModesTooSlowForTheDeadline) {
+  PlanArgs args;
+  args.model = "mlp";
+  args.board = "pi4";
+  args.budget = "100%";  // the modes are under test, not the planner: store-all's memory
+  args.gap = 0.01;
+  args.time_limit_s = 5;
+  args.power_mode = "auto";
+  const PlanOutcome free = plan(args, false);
+  ASSERT_EQ(free.modes.size(), 3U);  // 1500MHz, 1000MHz, 600MHz
+  std::optional<double> least;
+  std::string least_mode;
+  for (const auto& m : free.modes) {
+    ASSERT_TRUE(m.energy_j) << m.mode << ": " << m.why;
+    if (!least || *m.energy_j < *least) least = m.energy_j, least_mode = m.mode;
+  }
+  EXPECT_EQ(free.power_mode, least_mode);
+  // Without a deadline every mode has a schedule; slower modes take longer.
+  EXPECT_LT(*free.modes[0].time_s, *free.modes[2].time_s);
+  // A deadline a little above one pass at full speed leaves only the full-speed mode.
+  args.deadline = "1.2x";
+  const PlanOutcome tight = plan(args, false);
+  EXPECT_EQ(tight.power_mode, "1500MHz");
+  EXPECT_FALSE(tight.modes[1].energy_j);
+  EXPECT_NE(tight.modes[1].why.find("deadline"), std::string::npos) << tight.modes[1].why;
+  // A deadline no mode meets is an error naming each mode's reason.
+  args.deadline = "0.5x";
+  try {
+    (void)plan(args, false);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("600MHz"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace ergon::cli
