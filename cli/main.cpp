@@ -16,6 +16,7 @@
 #include "cli/board_costs.h"
 #include "cli/boards_cmd.h"
 #include "cli/report_cmd.h"
+#include "cli/sweep_cmd.h"
 #include "gui/dashboard.h"
 #include "cli/probe_cmd.h"
 #include "cli/record.h"
@@ -506,6 +507,17 @@ int main(int argc, char** argv) {
   boards_cmd->add_flag("--json", boards_args.json, "print the list as JSON");
   boards_cmd->add_option("--sysfs", boards_args.sysfs, "where sysfs is mounted")->capture_default_str();
 
+  SweepArgs sweep_args;
+  auto* sweep_cmd = app.add_subcommand(
+      "sweep", "record the board's profile plan in each power mode and print the energy/time curve");
+  sweep_cmd->add_option("--board", sweep_args.board, "board: " + devices::board_names())->capture_default_str();
+  sweep_cmd->add_option("--modes", sweep_args.modes, "all, or a comma-separated list of the board's modes")
+      ->capture_default_str();
+  sweep_cmd->add_flag("--sim", sweep_args.sim, "a simulated board in this process, set to each mode in turn");
+  sweep_cmd->add_option("--port", sweep_args.port, "a real board, already in the one mode given");
+  sweep_cmd->add_option("--db", sweep_args.db, "database file")->capture_default_str();
+  sweep_cmd->add_flag("--json", sweep_args.json, "print JSON");
+
   ReportArgs report_args;
   int64_t report_run = 0, report_plan = 0;
   double report_grid = -1;
@@ -577,6 +589,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*probe_list) return run_probe_list(std::cout);
+    if (*sweep_cmd) return run_sweep(sweep_args, std::cout);
     if (*report_cmd) {
       if (report_run > 0) report_args.run = report_run;
       if (report_plan > 0) report_args.plan = report_plan;

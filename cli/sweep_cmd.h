@@ -1,0 +1,40 @@
+#pragma once
+
+// `ergon sweep`: the same profile plan at each power mode of a board, recorded and attributed,
+// and the energy-against-time curve it traces, per op kind and for the whole plan.
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ergon::cli {
+
+struct SweepArgs {
+  std::string board = "pi4";
+  std::string modes = "all";  ///< "all" or a comma-separated list of the board's modes
+  bool sim = false;           ///< an in-process simulated board, set to each mode in turn
+  std::string port;           ///< a real board, already in the one mode given
+  std::string db = "ergon.db";
+  bool json = false;
+};
+
+struct ModeCost {
+  std::string mode;
+  int64_t run_id = 0;
+  /// Per repetition, summed over the plan's ops (each op once): what one pass costs.
+  double time_s = 0;
+  double energy_j = 0;
+  /// The same by op kind ("conv2d forward", "paging page-out", ...).
+  std::vector<std::pair<std::string, std::pair<double, double>>> by_kind;  ///< (time_s, energy_j)
+  bool on_front = false;  ///< no other mode is both faster and cheaper
+};
+
+/// Records and attributes the board's default profile plan in each mode; InputError for an
+/// unknown board or mode, or several modes on a real board (it is switched by hand:
+/// `sudo nvpmodel -m N`, cpufreq); DeviceError when a run fails.
+std::vector<ModeCost> sweep_modes(const SweepArgs& args, std::ostream& progress);
+
+int run_sweep(const SweepArgs& args, std::ostream& out);
+
+}  // namespace ergon::cli
