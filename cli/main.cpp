@@ -17,6 +17,7 @@
 #include "cli/boards_cmd.h"
 #include "cli/report_cmd.h"
 #include "cli/sweep_cmd.h"
+#include "cli/power_mode_cmd.h"
 #include "gui/dashboard.h"
 #include "cli/probe_cmd.h"
 #include "cli/record.h"
@@ -507,6 +508,14 @@ int main(int argc, char** argv) {
   boards_cmd->add_flag("--json", boards_args.json, "print the list as JSON");
   boards_cmd->add_option("--sysfs", boards_args.sysfs, "where sysfs is mounted")->capture_default_str();
 
+  PowerModeArgs power_mode_args;
+  auto* power_mode_cmd = app.add_subcommand(
+      "power-mode", "this machine's power modes (cpufreq, Jetson nvpmodel, GPU power limits): list or set");
+  power_mode_cmd->add_option("--set", power_mode_args.set, "the mode to set: 600MHz, MAXQ, 150W");
+  power_mode_cmd->add_option("--kind", power_mode_args.kind, "cpufreq, nvpmodel or nvml (when several have it)");
+  power_mode_cmd->add_flag("--dry-run", power_mode_args.dry_run, "print what setting it takes, change nothing");
+  power_mode_cmd->add_option("--sysfs", power_mode_args.sysfs, "where sysfs is mounted")->capture_default_str();
+
   SweepArgs sweep_args;
   auto* sweep_cmd = app.add_subcommand(
       "sweep", "record the board's profile plan in each power mode and print the energy/time curve");
@@ -590,6 +599,7 @@ int main(int argc, char** argv) {
     }
     if (*probe_list) return run_probe_list(std::cout);
     if (*sweep_cmd) return run_sweep(sweep_args, std::cout);
+    if (*power_mode_cmd) return run_power_mode(power_mode_args, std::cout);
     if (*report_cmd) {
       if (report_run > 0) report_args.run = report_run;
       if (report_plan > 0) report_args.plan = report_plan;
