@@ -228,7 +228,8 @@ int run_demo(const DemoArgs& a) {
   run_validate(v, std::cout);
   std::cout << fmt::format(
       "\nnext: ergon runs --db {0}   ergon costs --db {0} --board pi4   "
-      "ergon validate --db {0} --model resnet18-cifar --board pi4 --budget 50%\n",
+      "ergon validate --db {0} --model resnet18-cifar --board pi4 --budget 50%\n"
+      "      ergon dashboard --db {0}   ergon report --db {0} --run 1 --pue 1.2\n",
       a.db);
   return rc;
 }
