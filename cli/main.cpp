@@ -525,6 +525,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sweep_cmd->add_flag("--sim", sweep_args.sim, "a simulated board in this process, set to each mode in turn");
   sweep_cmd->add_option("--port", sweep_args.port, "a real board, already in the one mode given");
+  sweep_cmd->add_option("--threads", sweep_args.threads, "--sim: cores its kernels run on (all busy cores draw dynamic power)")
+      ->capture_default_str();
   sweep_cmd->add_option("--db", sweep_args.db, "database file")->capture_default_str();
   sweep_cmd->add_flag("--json", sweep_args.json, "print JSON");
 

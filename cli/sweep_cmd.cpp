@@ -57,7 +57,8 @@ std::vector<ModeCost> sweep_modes(const SweepArgs& args, std::ostream& progress)
     rec.db_path = args.db;
     rec.options.expected_board = board;
     if (args.sim) {
-      sim = devices::SimServer::open_pty(*board, devices::SimServerOptions{.speed = 0, .seed = 1, .power_mode = mode});
+      sim = devices::SimServer::open_pty(
+          *board, devices::SimServerOptions{.speed = 0, .seed = 1, .power_mode = mode, .threads = args.threads});
       sim->start();
       rec.ports = {sim->link_name()};
     } else {

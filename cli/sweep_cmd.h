@@ -15,6 +15,7 @@ struct SweepArgs {
   std::string modes = "all";  ///< "all" or a comma-separated list of the board's modes
   bool sim = false;           ///< an in-process simulated board, set to each mode in turn
   std::string port;           ///< a real board, already in the one mode given
+  int threads = 1;            ///< --sim: cores the kernels run on
   std::string db = "ergon.db";
   bool json = false;
 };

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "common/error.h"
 
 namespace ergon::devices {
 namespace {
@@ -25,6 +28,7 @@ std::vector<BoardProfile> make_profiles() {
   tx2.bus_v = 19.0;
   tx2.idle_w = 1.9;
   tx2.compute_w = 0.77 + 0.31;  // single-core CPU dynamic + memory
+  tx2.cores = 4;                // the Cortex-A57 cluster (the Denver pair is off in MAXQ)
   tx2.storage_w = 0.35;
   tx2.pagein_bytes_per_s = 108.5e6;
   tx2.pagein_latency_s = 0.54e-3;
@@ -57,6 +61,7 @@ std::vector<BoardProfile> make_profiles() {
   pi4.bus_v = 5.1;
   pi4.idle_w = 2.2;
   pi4.compute_w = 0.8;  // ~0.6 A at 5 V while active
+  pi4.cores = 4;
   pi4.storage_w = 0.15;  // ~30 mA at 5 V
   pi4.pagein_bytes_per_s = 45.5e6;
   pi4.pagein_latency_s = 0.2e-3;
@@ -199,6 +204,15 @@ std::optional<BoardProfile> in_mode(const BoardProfile& board, std::string_view 
     return b;
   }
   return std::nullopt;
+}
+
+BoardProfile with_threads(const BoardProfile& board, int threads) {
+  if (threads < 1) throw InputError("threads: at least 1, not " + std::to_string(threads));
+  BoardProfile b = board;
+  const int n = std::min(threads, std::max(board.cores, 1));
+  b.flops_per_s *= n;
+  b.compute_w *= n;
+  return b;
 }
 
 std::string power_mode_names(const BoardProfile& board) {

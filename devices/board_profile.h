@@ -40,7 +40,9 @@ struct BoardProfile {
   double op_overhead_s = 0;      ///< fixed cost per op invocation
   double bus_v = 0;              ///< supply rail voltage
   double idle_w = 0;             ///< board power with nothing running
-  double compute_w = 0;          ///< extra power while computing
+  double compute_w = 0;          ///< extra power while computing, per busy core
+  /// Cores the agent's kernels may spread over (with_threads()); the figures above are for one.
+  int cores = 1;
   double storage_w = 0;          ///< extra power while paging
   double pagein_bytes_per_s = 0;
   double pagein_latency_s = 0;
@@ -60,6 +62,12 @@ struct BoardProfile {
   /// The mode the figures above describe (in_mode() sets it).
   std::string_view power_mode;
 };
+
+/// The board running its kernels on `threads` cores (at most `cores`): compute scales with
+/// them, and so does dynamic power; memory bandwidth, storage and idle power do not. Many
+/// busy cores make dynamic power outweigh idle power, which is when a capped power mode saves
+/// energy. InputError for fewer than one thread.
+BoardProfile with_threads(const BoardProfile& board, int threads);
 
 /// The board's figures in one of its power modes; nullopt when it has no mode of that name.
 std::optional<BoardProfile> in_mode(const BoardProfile& board, std::string_view mode);

@@ -31,7 +31,8 @@ BoardProfile board_in_mode(const BoardProfile& board, const std::string& mode) {
 }  // namespace
 
 SimBoard::SimBoard(const BoardProfile& board, const SimBoardOptions& options)
-    : board_(board_in_mode(board, options.power_mode)), options_(options), ina_(board.ina219),
+    : board_(with_threads(board_in_mode(board, options.power_mode), options.threads)), options_(options),
+      ina_(board.ina219),
       rng_(options.seed) {
   if (options.external_logger) logger_.emplace(board, *options.external_logger);
   sample_period_ns_ = static_cast<int64_t>(std::llround(ina_.sample_period_s() * 1e9));

@@ -52,6 +52,8 @@ struct SimBoardOptions {
   std::optional<PowerLoggerOptions> external_logger;
   /// The power mode the board runs in (BoardProfile::power_modes); empty: its default.
   std::string power_mode;
+  /// Cores its kernels run on (with_threads()).
+  int threads = 1;
 };
 
 /// A simulated board running the Ergon agent, without any I/O: host bytes go in through

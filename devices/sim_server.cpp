@@ -40,7 +40,8 @@ SimServer::SimServer(const BoardProfile& board, const SimServerOptions& options)
                                                     ? std::optional<PowerLoggerOptions>(
                                                           PowerLoggerOptions{.seed = options.seed + 1})
                                                     : std::nullopt,
-                             .power_mode = options.power_mode}),
+                             .power_mode = options.power_mode,
+                             .threads = options.threads}),
       options_(options) {}
 
 SimServer::~SimServer() {

@@ -26,6 +26,8 @@ struct SimServerOptions {
   bool logger = false;
   /// The board's power mode (BoardProfile::power_modes); empty: its default.
   std::string power_mode;
+  /// Cores its kernels run on (with_threads()).
+  int threads = 1;
 };
 
 /// A simulated board behind a real byte link: a pseudo-terminal (the host opens its slave

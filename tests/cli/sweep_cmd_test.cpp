@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "cli/plan_cmd.h"
 #include "common/error.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
@@ -59,6 +60,40 @@ TEST(Sweep, UnknownModesAndSeveralModesOnARealBoardAreRefused) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("nvpmodel"), std::string::npos) << e.what();
   }
+}
+
+// The must-show of power modes: with all four cores busy, dynamic power outweighs the TX2's
+// idle power, a capped mode saves energy for some time, and planning on the sweep's measured
+// costs picks it when the deadline allows and not when it does not.
+TEST(Sweep, OnBusyCoresACappedModeSavesEnergyAndAutoPicksItWhenTheDeadlineAllows) {
+  const fs::path dir = fs::temp_directory_path() / ("ergon-sweep-cores-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  SweepArgs args;
+  args.board = "tx2";
+  args.sim = true;
+  args.threads = 4;
+  args.db = (dir / "lab.db").string();
+  std::ostringstream progress;
+  const auto modes = sweep_modes(args, progress);
+  ASSERT_EQ(modes.size(), 3U);
+  EXPECT_LT(modes[2].energy_j, modes[0].energy_j) << "MAXQ spends less energy than MAXN";
+  EXPECT_GT(modes[2].time_s, modes[0].time_s) << "and takes longer";
+  EXPECT_LT(modes[2].time_s, 1.5 * modes[0].time_s) << "but boundedly so";
+  EXPECT_TRUE(modes[2].on_front);
+
+  PlanArgs plan_args;
+  plan_args.model = "resnet18-cifar";
+  plan_args.board = "tx2";
+  plan_args.budget = "100%";
+  plan_args.db = args.db;
+  plan_args.power_mode = "auto";
+  plan_args.deadline = "none";
+  EXPECT_EQ(plan(plan_args, false).power_mode, "MAXQ");
+  plan_args.deadline = "1.2x";
+  const PlanOutcome tight = plan(plan_args, false);
+  EXPECT_EQ(tight.power_mode, "MAXN") << "the capped modes miss a deadline of 1.2 passes at full speed";
+  EXPECT_FALSE(tight.modes[2].energy_j);
+  fs::remove_all(dir);
 }
 
 }  // namespace
