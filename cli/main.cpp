@@ -358,7 +358,8 @@ int main(int argc, char** argv) {
                     "default: its published profile");
     cmd->add_option("--power-mode", plan.power_mode,
                     "the board's power mode (costs differ by mode): measured costs of runs in "
-                    "that mode, or the profile scaled to it (see ergon sim --help)");
+                    "that mode, or the profile scaled to it (see ergon sim --help); auto: plan in "
+                    "every mode and keep the least energy that meets the deadline");
   };
   auto* plan_cmd = app.add_subcommand(
       "plan", "find the minimum-energy schedule under a memory budget and a deadline");
@@ -473,7 +474,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     c->add_flag("--fresh", pareto.fresh, "solve again even what the database holds");
     c->add_option("--power-mode", pareto.graph.power_mode,
-                  "the board's power mode (see ergon plan --help)");
+                  "the board's power mode (see ergon plan --help); all, or MODE,MODE: a front "
+                  "per planner and mode, against one deadline in seconds");
     c->add_flag("--measured", pareto.measured,
                 "cost the graph with the board's measurements in --db (ergon attribute) "
                 "instead of its published profile");

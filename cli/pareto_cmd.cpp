@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "devices/board_profile.h"
 #include "planner/graph_json.h"
 #include "planner/planners.h"
 #include "planner/schedule.h"
@@ -66,20 +67,41 @@ struct Task {
 };
 
 
+/// A front is one planner's in one power mode: "poet", or "poet@MAXQ".
+std::string series_name(const costdb::PlanRow& r) {
+  return r.power_mode.empty() ? r.planner : r.planner + "@" + r.power_mode;
+}
+
 void mark_fronts(std::vector<ParetoPoint>& points) {
-  std::map<std::string, double> best;  // lowest energy so far per planner, budgets ascending
+  std::map<std::string, double> best;  // lowest energy so far per series, budgets ascending
   std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.plan.planner, a.plan.budget_bytes) <
-           std::tie(b.plan.planner, b.plan.budget_bytes);
+    return std::pair(series_name(a.plan), a.plan.budget_bytes) < std::pair(series_name(b.plan), b.plan.budget_bytes);
   });
   for (auto& p : points) {
     if (!p.plan.energy_j) continue;
-    auto it = best.find(p.plan.planner);
+    const std::string series = series_name(p.plan);
+    auto it = best.find(series);
     if (it == best.end() || *p.plan.energy_j < it->second * (1 - 1e-12)) {
       p.on_front = true;
-      best[p.plan.planner] = *p.plan.energy_j;
+      best[series] = *p.plan.energy_j;
     }
   }
+}
+
+/// --power-mode all or MODE,MODE: each mode's sweep, against one deadline in seconds (a
+/// factor is of one pass in the board's default mode). Empty when there is one mode or none.
+std::vector<std::string> sweep_modes_of(const PlanArgs& graph) {
+  if (graph.power_mode != "all" && graph.power_mode.find(',') == std::string::npos) return {};
+  const auto board = devices::find_board(graph.board);
+  if (!board) throw InputError("unknown board '" + graph.board + "' (known: " + devices::board_names() + ")");
+  std::vector<std::string> modes;
+  if (graph.power_mode == "all") {
+    for (const auto& m : board->power_modes) modes.emplace_back(m.name);
+  } else {
+    std::stringstream ss(graph.power_mode);
+    for (std::string m; std::getline(ss, m, ',');) modes.push_back(m);
+  }
+  return modes;
 }
 
 }  // namespace
@@ -127,6 +149,21 @@ std::string graph_digest(const planner::TrainingGraph& graph) {
 }
 
 std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* progress) {
+  if (const auto modes = sweep_modes_of(args.graph); !modes.empty()) {
+    ParetoArgs a = args;
+    const auto board = devices::find_board(args.graph.board);
+    a.graph.power_mode = std::string(board->power_mode);
+    const double deadline_s = parse_deadline(args.graph.deadline, load_graph(a.graph).single_pass_time_s());
+    a.graph.deadline = std::isfinite(deadline_s) ? fmt::format("{:.9g}s", deadline_s) : "none";
+    std::vector<ParetoPoint> all;
+    for (const auto& mode : modes) {
+      a.graph.power_mode = mode;
+      auto points = pareto_sweep(a, progress);
+      all.insert(all.end(), points.begin(), points.end());
+    }
+    mark_fronts(all);
+    return all;
+  }
   const auto names = split_names(args.planners);
   PlanArgs graph_args = args.graph;
   if (args.measured) graph_args.db = args.db;
@@ -185,6 +222,7 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
         auto solver = planner::make_cbc_solver();
         const auto r = planner::run_planner(todo[i].planner, graph, req, *solver);
         row = to_plan_row(graph, model, board, args.measured ? "measured" : "profile", digest, req, r);
+        row->power_mode = args.graph.power_mode;
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -255,20 +293,21 @@ int run_pareto(const ParetoArgs& args, std::ostream& out) {
   std::vector<std::string> planners;
   std::vector<uint64_t> budgets;
   for (const auto& p : points) {
-    if (std::find(planners.begin(), planners.end(), p.plan.planner) == planners.end())
-      planners.push_back(p.plan.planner);
+    if (std::find(planners.begin(), planners.end(), series_name(p.plan)) == planners.end())
+      planners.push_back(series_name(p.plan));
     budgets.push_back(p.plan.budget_bytes);
   }
   std::sort(budgets.begin(), budgets.end());
   budgets.erase(std::unique(budgets.begin(), budgets.end()), budgets.end());
   out << fmt::format("{:>12}", "budget (B)");
   for (const auto& name : planners) out << fmt::format(" {:>14}", name + " (J)");
+  // (with several power modes, a column per planner and mode: poet@MAXQ)
   out << "\n";
   for (uint64_t b : budgets) {
     out << fmt::format("{:>12}", b);
     for (const auto& name : planners) {
       auto it = std::find_if(points.begin(), points.end(), [&](const auto& p) {
-        return p.plan.planner == name && p.plan.budget_bytes == b;
+        return series_name(p.plan) == name && p.plan.budget_bytes == b;
       });
       if (it == points.end() || !it->plan.energy_j) {
         out << fmt::format(" {:>14}", it == points.end() ? "" : "-");

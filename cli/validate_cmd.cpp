@@ -134,6 +134,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     const std::string model = args.plan.model.empty() ? planned.graph.name : args.plan.model;
     row = to_plan_row(planned.graph, model, args.plan.board, measured ? "measured" : "profile",
                       graph_digest(planned.graph), planned.request, planned.result);
+    row->power_mode = planned.power_mode;
   }
   const auto& g = o.graph;
   const std::string board_name = row->board_kind;

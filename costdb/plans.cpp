@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kColumns =
     "p.id, p.model, b.kind, b.name, p.graph_digest, p.budget_bytes, p.deadline_s, p.planner, "
     "p.objective, p.status, p.objective_j, p.bound_j, p.gap, p.energy_j, p.time_s, "
-    "p.paging_time_s, p.peak_bytes, p.solve_time_s, p.schedule, p.created_at_ns";
+    "p.paging_time_s, p.peak_bytes, p.solve_time_s, p.schedule, p.created_at_ns, p.power_mode";
 
 std::optional<double> opt_double(const detail::Statement& row, int col) {
   if (row.column_is_null(col)) return std::nullopt;
@@ -42,6 +42,7 @@ PlanRow read_plan(const detail::Statement& row) {
   p.solve_time_s = row.column_double(17);
   p.schedule = row.column_blob(18);
   p.created_at_ns = row.column_int64(19);
+  p.power_mode = row.column_text(20);
   return p;
 }
 
@@ -78,8 +79,8 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
       db.db,
       "INSERT INTO plans (model, board_id, budget_bytes, deadline_s, planner, status, "
       "objective_j, bound_j, solve_time_s, schedule, created_at_ns, objective, graph_digest, "
-      "gap, energy_j, time_s, paging_time_s, peak_bytes) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18) "
+      "gap, energy_j, time_s, paging_time_s, peak_bytes, power_mode) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
       "RETURNING id",
       db.path);
   insert.bind(1, std::string_view(plan.model));
@@ -108,6 +109,7 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
   } else {
     insert.bind_null(18);
   }
+  insert.bind(19, std::string_view(plan.power_mode));
   if (!insert.step(doing)) throw DatabaseError("database " + db.path.string() + ": " + doing);
   const int64_t id = insert.column_int64(0);
   insert.run(doing);

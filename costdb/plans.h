@@ -29,6 +29,7 @@ struct PlanRow {
   double solve_time_s = 0;
   std::vector<uint8_t> schedule;  ///< the encoded schedule ("ES" v1), empty without one
   int64_t created_at_ns = 0;
+  std::string power_mode;  ///< the board's power mode whose costs were planned on; empty: default
 };
 
 /// Stores a plan in the current batch (the board row is created if missing); returns its id.

@@ -261,12 +261,19 @@ DROP TABLE op_shapes;
 ALTER TABLE op_shapes_v5 RENAME TO op_shapes;
 )sql";
 
+// v6: a plan remembers the power mode whose costs it was made on (the Pareto view's mode
+// dimension; ergon pareto --power-mode all).
+constexpr const char* kSchemaV6 = R"sql(
+ALTER TABLE plans ADD COLUMN power_mode TEXT NOT NULL DEFAULT '';
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
     Migration{2, kSchemaV2},
     Migration{3, kSchemaV3},
     Migration{4, kSchemaV4},
     Migration{5, kSchemaV5},
+    Migration{6, kSchemaV6},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");

@@ -8,19 +8,23 @@ namespace ergon::gui {
 
 std::vector<ParetoSeries> pareto_series(const std::vector<costdb::PlanRow>& plans, const std::string& graph_digest,
                                         std::optional<double> deadline_s) {
-  std::string digest = graph_digest;
-  if (digest.empty()) {
-    int64_t latest = -1;
-    for (const auto& p : plans)
-      if (p.created_at_ns > latest || (p.created_at_ns == latest && !p.graph_digest.empty()))
-        latest = p.created_at_ns, digest = p.graph_digest;
-  }
+  // Without a digest: the latest plan's model, board and objective, in any power mode (each
+  // mode's costs make a graph of its own).
+  const costdb::PlanRow* latest = nullptr;
+  for (const auto& p : plans)
+    if (latest == nullptr || p.created_at_ns >= latest->created_at_ns) latest = &p;
+  const auto same_graph = [&](const costdb::PlanRow& p) {
+    if (!graph_digest.empty()) return p.graph_digest == graph_digest;
+    return latest != nullptr && p.model == latest->model && p.board_kind == latest->board_kind &&
+           p.board_name == latest->board_name && p.objective == latest->objective;
+  };
   std::map<std::string, ParetoSeries> by_planner;
   for (const auto& p : plans) {
-    if (p.graph_digest != digest || p.schedule.empty() || !p.energy_j) continue;
+    if (!same_graph(p) || p.schedule.empty() || !p.energy_j) continue;
     if (deadline_s && p.deadline_s && *p.deadline_s > *deadline_s) continue;
-    auto& s = by_planner[p.planner];
-    s.planner = p.planner;
+    const std::string name = p.power_mode.empty() ? p.planner : p.planner + "@" + p.power_mode;
+    auto& s = by_planner[name];
+    s.planner = name;
     s.points.push_back({p.id, p.budget_bytes, *p.energy_j, p.time_s.value_or(0), false});
   }
   std::vector<ParetoSeries> out;

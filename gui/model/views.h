@@ -33,9 +33,10 @@ struct ParetoSeries {
   std::string planner;
   std::vector<ParetoPoint> points;  ///< by budget
 };
-/// The plans of one graph (digest; empty: the most recently planned graph) that have a
-/// schedule, one series per planner, with an optional deadline filter (plans made without
-/// a deadline always pass; others when theirs is at most `deadline_s`).
+/// The plans of one graph (digest; empty: the model, board and objective planned most
+/// recently, in every power mode) that have a schedule, one series per planner and power
+/// mode ("poet", "poet@MAXQ"), with an optional deadline filter (plans made without a
+/// deadline always pass; others when theirs is at most `deadline_s`).
 std::vector<ParetoSeries> pareto_series(const std::vector<costdb::PlanRow>& plans,
                                         const std::string& graph_digest = {},
                                         std::optional<double> deadline_s = std::nullopt);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <optional>
+#include <set>
 
 #include <unistd.h>
 
@@ -153,6 +155,32 @@ TEST_F(ParetoTest, ProgressCountsEveryStoredPlanAndACanceledSweepStartsNoSolve) 
   EXPECT_EQ(points.size(), 8U);
   EXPECT_EQ(total, 8U);
   EXPECT_EQ(seen, (std::vector<std::size_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+}
+
+TEST_F(ParetoTest, EveryPowerModeGetsItsOwnFrontAgainstOneDeadline) {
+  ParetoArgs args = mlp_sweep();
+  args.graph.board = "tx2";
+  args.graph.power_mode = "all";
+  args.graph.deadline = "3x";  // of one pass at MAXN, for every mode
+  args.planners = "paging";  // the modes are under test: a quick planner
+  args.budgets = 3;
+  const auto points = pareto_sweep(args, nullptr);
+  ASSERT_EQ(points.size(), 9U);  // 3 modes x 3 budgets
+  std::map<std::string, int> per_mode, fronts;
+  std::set<std::optional<double>> deadlines;
+  for (const auto& p : points) {
+    ++per_mode[p.plan.power_mode];
+    fronts[p.plan.power_mode] += p.on_front ? 1 : 0;
+    deadlines.insert(p.plan.deadline_s);
+  }
+  EXPECT_EQ(per_mode, (std::map<std::string, int>{{"MAXN", 3}, {"MAXP_CORE_ARM", 3}, {"MAXQ", 3}}));
+  for (const auto& [mode, n] : fronts) EXPECT_GE(n, 1) << mode << " has a front of its own";
+  EXPECT_EQ(deadlines.size(), 1U) << "one deadline in seconds for every mode";
+  auto db = costdb::Database::open_read_only(args.db);
+  for (const auto& row : costdb::list_plans(db)) EXPECT_FALSE(row.power_mode.empty());
+  std::ostringstream out;
+  EXPECT_EQ(run_pareto(args, out), 0);
+  EXPECT_NE(out.str().find("paging@MAXQ"), std::string::npos) << out.str();
 }
 
 }  // namespace ergon::cli

@@ -269,7 +269,8 @@ TEST_F(DatabaseTest, AVersion4FileKeepsItsOpsAndStoresEveryOpKindAfterMigrating)
            "flops INTEGER NOT NULL, bytes_in INTEGER NOT NULL, bytes_out INTEGER NOT NULL, "
            "UNIQUE (kind, dims, flops, bytes_in, bytes_out)) STRICT;"
            "INSERT INTO old_shapes SELECT * FROM op_shapes; DROP TABLE op_shapes;"
-           "ALTER TABLE old_shapes RENAME TO op_shapes; PRAGMA user_version = 4; COMMIT;");
+           "ALTER TABLE old_shapes RENAME TO op_shapes; ALTER TABLE plans DROP COLUMN power_mode; "
+           "PRAGMA user_version = 4; COMMIT;");
   ASSERT_NE(raw_exec(db_path(), "INSERT INTO op_shapes (kind, dims, flops, bytes_in, bytes_out) "
                                 "VALUES ('gelu', '8', 1, 1, 1)"),
             0)

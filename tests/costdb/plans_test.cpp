@@ -100,14 +100,15 @@ TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
     Database db = Database::open(db_path());
     RunWriter run(db, sim_board(), "sim", 1);
   }
-  // Turn the file back into schema version 1: drop what versions 2 to 4 added.
+  // Turn the file back into schema version 1: drop what versions 2 to 6 added (v5 only widened a CHECK).
   raw_exec(db_path(),
            "DROP TRIGGER runs_delete_power_run; ALTER TABLE runs DROP COLUMN power_run_id; "
            "DROP TABLE run_attributions; DROP INDEX plans_key; ALTER TABLE plans DROP COLUMN objective; "
            "ALTER TABLE plans DROP COLUMN graph_digest; ALTER TABLE plans DROP COLUMN gap; "
            "ALTER TABLE plans DROP COLUMN energy_j; ALTER TABLE plans DROP COLUMN time_s; "
            "ALTER TABLE plans DROP COLUMN paging_time_s; "
-           "ALTER TABLE plans DROP COLUMN peak_bytes; PRAGMA user_version = 1;");
+           "ALTER TABLE plans DROP COLUMN peak_bytes; ALTER TABLE plans DROP COLUMN power_mode; "
+           "PRAGMA user_version = 1;");
   ASSERT_EQ(raw_query(db_path(), "PRAGMA user_version"), "1");
   Database db = Database::open(db_path());
   EXPECT_EQ(db.schema_version(), kSchemaVersion);

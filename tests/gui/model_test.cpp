@@ -130,6 +130,14 @@ TEST(ParetoViews, EachPlannerIsASeriesByBudgetWithItsFrontMarked) {
   const auto tight = pareto_series(plans, "g1", 1.0);
   EXPECT_EQ(tight[0].points.size(), 1U) << "the plan made for a 2 s deadline is left out";
   EXPECT_TRUE(pareto_series(plans, "other").empty());
+
+  // Plans made in other power modes (their own graph digests) are series of their own.
+  add(6, "poet", 300, 4.5);
+  plans.back().power_mode = "MAXQ";
+  plans.back().graph_digest = "g2";
+  const auto modes = pareto_series(plans);
+  ASSERT_EQ(modes.size(), 3U);
+  EXPECT_EQ(modes[2].planner, "poet@MAXQ");
 }
 
 TEST(PowerViews, SamplesAndSpansShareOneTimeAxisFromTheRunsStart) {
