@@ -27,6 +27,7 @@
 #include "common/error.h"
 #include "devices/board_profile.h"
 #include "devices/link_server.h"
+#include "devices/power_control.h"
 #include "devices/profile_plan.h"
 #include "devices/protocol/decoder.h"
 #include "devices/protocol/messages.h"
@@ -47,13 +48,19 @@ const SteadyClock& agent_clock() {
 }
 uint64_t now_ticks() { return static_cast<uint64_t>(agent_clock().now_ns()); }
 
-/// cpufreq's current ceiling as a mode name ("1500MHz"), the way the simulated boards name
-/// theirs; empty where the kernel does not say.
-std::string cpufreq_mode() {
-  std::ifstream f("/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq");
-  long khz = 0;
-  if (!(f >> khz) || khz <= 0) return {};
-  return std::to_string(khz / 1000) + "MHz";
+/// The mode the board runs in, as the simulated boards name theirs: a Jetson's nvpmodel mode
+/// ("MAXN"), else cpufreq's ceiling ("1500MHz"); empty where the board cannot tell.
+std::string current_power_mode() {
+  try {
+    if (std::filesystem::exists("/etc/nvpmodel.conf"))
+      return nvpmodel_control(system_command_runner())->state().current;
+  } catch (const Error&) {
+  }
+  try {
+    return cpufreq_control()->state().current;
+  } catch (const Error&) {
+    return {};
+  }
 }
 
 /// One connection to a host: the frames it sends, the frames the agent sends (from several
@@ -206,7 +213,7 @@ class Agent {
         char host[64] = {};
         ::gethostname(host, sizeof host - 1);
         proto::copy_text(hello.board_name, host);
-        proto::copy_text(hello.power_mode, cpufreq_mode().c_str());
+        proto::copy_text(hello.power_mode, current_power_mode().c_str());
         if (probe_) {
           const auto& channels = probe_->info().channels;
           hello.rail_count = static_cast<uint8_t>(std::min<std::size_t>(channels.size(), proto::kMaxRails));
