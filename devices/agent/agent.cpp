@@ -16,7 +16,6 @@
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>

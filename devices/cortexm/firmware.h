@@ -60,7 +60,9 @@ class Firmware {
   void refuse(uint32_t run_tag, const char* why);
   void step();
   void begin_op();
-  bool prepare(const Op& op);  // lays the op's tensors out in the arena
+  /// Lays the op's tensors out in the arena (false: they do not fit, or no kernel), and with
+  /// `fill` gives them values; Start checks every op without filling.
+  bool prepare(const Op& op, bool fill);
   bool run_once(const Op& op);
   void end_window();
   void finish(protocol::RunEnd end);
