@@ -301,6 +301,8 @@ int main(int argc, char** argv) {
                       "a power logger on the board's supply (its own link and clock): recorded "
                       "with the board and used by ergon attribute for the board's run");
   rec_cmd->add_option("--seed", rec.options.seed, "shuffles the plan order")->capture_default_str();
+  rec_cmd->add_option("--power-mode", rec.options.power_mode,
+                      "switch the board to this power mode first (MAXQ, 600MHz); the run fails if it cannot");
   std::string rec_model;
   int rec_batch = 1;
   rec_cmd->add_option("--model", rec_model,
@@ -526,7 +528,7 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--modes", sweep_args.modes, "all, or a comma-separated list of the board's modes")
       ->capture_default_str();
   sweep_cmd->add_flag("--sim", sweep_args.sim, "a simulated board in this process, set to each mode in turn");
-  sweep_cmd->add_option("--port", sweep_args.port, "a real board, already in the one mode given");
+  sweep_cmd->add_option("--port", sweep_args.port, "a real board (ergon-agent, protocol v4): switched to each mode in turn");
   sweep_cmd->add_option("--threads", sweep_args.threads, "--sim: cores its kernels run on (all busy cores draw dynamic power)")
       ->capture_default_str();
   sweep_cmd->add_option("--db", sweep_args.db, "database file")->capture_default_str();

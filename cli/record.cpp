@@ -126,6 +126,8 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, std::ostre
                         .error = s.error(),
                         .run_id = sinks[i]->run_id(),
                         .stats = s.stats()});
+    if (s.hello() && s.hello()->mode_switch_ns)
+      outcomes.back().mode_switch_s = static_cast<double>(*s.hello()->mode_switch_ns) * 1e-9;
   }
   return outcomes;
 }

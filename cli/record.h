@@ -28,6 +28,8 @@ struct BoardOutcome {
   std::string error;
   std::optional<int64_t> run_id;
   devices::LinkStats stats;
+  /// How long the board took to switch to RecordOptions::power_mode (nullopt: no switch).
+  std::optional<double> mode_switch_s;
 };
 
 /// Records every port into the database with a live status line on `out` (carriage-return

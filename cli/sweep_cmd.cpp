@@ -42,39 +42,36 @@ std::vector<ModeCost> sweep_modes(const SweepArgs& args, std::ostream& progress)
   if (!board) throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
   if (args.sim == !args.port.empty()) throw InputError("sweep --sim, or a board on --port");
   const auto modes = wanted_modes(*board, args.modes);
-  if (!args.sim && modes.size() != 1)
-    throw InputError("a real board changes mode by hand (sudo nvpmodel -m N, or cpufreq): set it, then sweep "
-                     "that one mode with --modes MODE; the runs add up in the database");
   const devices::ProfilePlan plan = devices::default_profile_plan(*board, 1);
   std::map<uint32_t, std::string> kind_of;
   for (const auto& op : plan.ops)
     kind_of[op.op_id] = fmt::format("{} {}", profiler::to_string(op.shape.kind), profiler::to_string(op.phase));
+  // One board for the whole sweep: each run asks it to switch first (SetPowerMode), the
+  // simulated board the same way as a real one.
+  std::unique_ptr<devices::SimServer> sim;
+  if (args.sim) {
+    sim = devices::SimServer::open_pty(*board, devices::SimServerOptions{.speed = 0, .seed = 1, .threads = args.threads});
+    sim->start();
+  }
+  const std::string port = sim ? sim->link_name() : args.port;
   std::vector<ModeCost> out;
   for (const auto& mode : modes) {
     progress << fmt::format("{} in mode {}: recording the profile plan\n", args.board, mode);
-    std::unique_ptr<devices::SimServer> sim;
     RecordRequest rec;
     rec.db_path = args.db;
     rec.options.expected_board = board;
-    if (args.sim) {
-      sim = devices::SimServer::open_pty(
-          *board, devices::SimServerOptions{.speed = 0, .seed = 1, .power_mode = mode, .threads = args.threads});
-      sim->start();
-      rec.ports = {sim->link_name()};
-    } else {
-      rec.ports = {args.port};
-    }
+    rec.options.power_mode = mode;
+    rec.ports = {port};
     std::atomic<int> interrupts{0};
     std::ostringstream log;
     const auto outcomes = record_boards(rec, log, interrupts);
-    if (sim) sim->stop();
     if (outcomes.empty() || !outcomes[0].run_id || outcomes[0].state != devices::SessionState::kCompleted)
       throw DeviceError("the run in mode " + mode + " failed: " + (outcomes.empty() ? "no outcome" : outcomes[0].error));
     auto db = costdb::Database::open(args.db);
     const AttributedRun a = attribute_run(db, *outcomes[0].run_id);
     if (!a.run.power_mode.empty() && a.run.power_mode != mode)
       throw DeviceError("the board says it runs in mode " + a.run.power_mode + ", not " + mode);
-    ModeCost c{mode, *outcomes[0].run_id, 0, 0, {}, false};
+    ModeCost c{mode, *outcomes[0].run_id, 0, 0, {}, false, outcomes[0].mode_switch_s};
     std::map<std::string, std::pair<double, double>> kinds;
     for (const auto& op : a.attribution.ops) {
       if (op.phase == profiler::Phase::kIdle) continue;
@@ -102,7 +99,8 @@ int run_sweep(const SweepArgs& args, std::ostream& out) {
       nlohmann::json kinds = nlohmann::json::object();
       for (const auto& [k, v] : m.by_kind) kinds[k] = {{"time_s", v.first}, {"energy_j", v.second}};
       j.push_back({{"mode", m.mode}, {"run_id", m.run_id}, {"time_s", m.time_s}, {"energy_j", m.energy_j},
-                   {"on_front", m.on_front}, {"by_kind", kinds}});
+                   {"on_front", m.on_front}, {"by_kind", kinds},
+                   {"switch_s", m.switch_s ? nlohmann::json(*m.switch_s) : nlohmann::json(nullptr)}});
     }
     out << j.dump(2) << "\n";
     return 0;
@@ -110,11 +108,12 @@ int run_sweep(const SweepArgs& args, std::ostream& out) {
   const ModeCost& ref = modes.front();
   out << fmt::format("{}: one pass of the profile plan per mode, against {} (* on the energy/time front)\n",
                      args.board, ref.mode);
-  out << fmt::format("  {:<16} {:>6} {:>12} {:>8} {:>12} {:>8}\n", "mode", "run", "time (s)", "time", "energy (J)",
-                     "energy");
+  out << fmt::format("  {:<16} {:>6} {:>12} {:>8} {:>12} {:>8} {:>12}\n", "mode", "run", "time (s)", "time",
+                     "energy (J)", "energy", "switch (ms)");
   for (const auto& m : modes)
-    out << fmt::format("  {:<16} {:>6} {:>12.5g} {:>7.3f}x {:>12.5g} {:>7.3f}x {}\n", m.mode, m.run_id, m.time_s,
-                       m.time_s / ref.time_s, m.energy_j, m.energy_j / ref.energy_j, m.on_front ? "*" : "");
+    out << fmt::format("  {:<16} {:>6} {:>12.5g} {:>7.3f}x {:>12.5g} {:>7.3f}x {:>12} {}\n", m.mode, m.run_id,
+                       m.time_s, m.time_s / ref.time_s, m.energy_j, m.energy_j / ref.energy_j,
+                       m.switch_s ? fmt::format("{:.3f}", *m.switch_s * 1e3) : "-", m.on_front ? "*" : "");
   out << "\nby op kind (time x, energy x against " << ref.mode << "):\n";
   for (std::size_t k = 0; k < ref.by_kind.size(); ++k) {
     out << fmt::format("  {:<22}", ref.by_kind[k].first);

@@ -14,7 +14,7 @@ struct SweepArgs {
   std::string board = "pi4";
   std::string modes = "all";  ///< "all" or a comma-separated list of the board's modes
   bool sim = false;           ///< an in-process simulated board, set to each mode in turn
-  std::string port;           ///< a real board, already in the one mode given
+  std::string port;           ///< a real board: switched to each mode through the protocol
   int threads = 1;            ///< --sim: cores the kernels run on
   std::string db = "ergon.db";
   bool json = false;
@@ -29,11 +29,13 @@ struct ModeCost {
   /// The same by op kind ("conv2d forward", "paging page-out", ...).
   std::vector<std::pair<std::string, std::pair<double, double>>> by_kind;  ///< (time_s, energy_j)
   bool on_front = false;  ///< no other mode is both faster and cheaper
+  /// How long the board took to switch into the mode (nullopt: it was already in it).
+  std::optional<double> switch_s;
 };
 
-/// Records and attributes the board's default profile plan in each mode; InputError for an
-/// unknown board or mode, or several modes on a real board (it is switched by hand:
-/// `sudo nvpmodel -m N`, cpufreq); DeviceError when a run fails.
+/// Records and attributes the board's default profile plan in each mode, switching the board
+/// before each run (protocol v4 SetPowerMode); InputError for an unknown board or mode,
+/// DeviceError when the board cannot switch or a run fails.
 std::vector<ModeCost> sweep_modes(const SweepArgs& args, std::ostream& progress);
 
 int run_sweep(const SweepArgs& args, std::ostream& out);

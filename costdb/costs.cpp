@@ -222,4 +222,18 @@ std::vector<std::string> measured_power_modes(Database& db, const std::string& b
   return {modes.begin(), modes.end()};
 }
 
+std::optional<double> measured_mode_switch_s(Database& database, const std::string& board_kind) {
+  auto& db = database.impl();
+  detail::Statement q(db.db,
+                      "SELECT max(json_extract(m.params_json, '$.switch_ns')) FROM power_modes m "
+                      "JOIN boards b ON b.id = m.board_id WHERE b.kind = ?1",
+                      db.path);
+  q.bind(1, std::string_view(board_kind));
+  std::optional<double> out;
+  if (q.step("cannot read the power modes of " + board_kind) && !q.column_is_null(0))
+    out = static_cast<double>(q.column_int64(0)) * 1e-9;
+  q.reset();
+  return out;
+}
+
 }  // namespace ergon::costdb

@@ -77,6 +77,10 @@ std::optional<RunAttributionRow> find_attribution(Database& db, int64_t run_id);
 /// The power modes a board kind's attributed costs were measured in (empty names left out).
 std::vector<std::string> measured_power_modes(Database& db, const std::string& board_kind);
 
+/// The longest a board kind took to switch into any of its modes, as measured when the host
+/// switched them (ergon sweep, ergon record --power-mode); nullopt when never measured.
+std::optional<double> measured_mode_switch_s(Database& db, const std::string& board_kind);
+
 /// op_costs rows with their board, power mode and op shape, by board, run, op id and phase;
 /// optionally only one board kind, one run, or the runs in one power mode.
 std::vector<OpCostRow> list_op_costs(Database& db, const std::optional<std::string>& board_kind,

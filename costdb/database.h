@@ -60,6 +60,9 @@ struct BoardInfo {
   std::vector<probes::Rail> rails;
   /// The power mode the run is recorded in (power_modes table); empty when unknown.
   std::string power_mode;
+  /// How long the board took to switch into that mode, when the host switched it for this
+  /// run: kept with the mode (power_modes.params_json's switch_ns), the latest measurement.
+  std::optional<uint64_t> mode_switch_ns;
 };
 
 using profiler::SyncPoint;

@@ -125,6 +125,15 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
     mode_upsert.bind(1, board_id);
     mode_upsert.bind(2, std::string_view(board.power_mode));
     mode_id = single_id(mode_upsert, db.path, doing_board);
+    if (board.mode_switch_ns) {
+      detail::Statement keep(db.db,
+                             "UPDATE power_modes SET params_json = json_set(params_json, '$.switch_ns', ?2) "
+                             "WHERE id = ?1",
+                             db.path);
+      keep.bind(1, *mode_id);
+      keep.bind(2, static_cast<int64_t>(*board.mode_switch_ns));
+      keep.run(doing_board);
+    }
   }
 
   detail::Statement run_insert(

@@ -46,6 +46,7 @@ std::vector<BoardProfile> make_profiles() {
                      {"MAXP_CORE_ARM", "nvpmodel 3: CPU at 1.4 GHz", 0.7, 0.5},
                      {"MAXQ", "nvpmodel 1: CPU at 1.2 GHz, lower voltage", 0.6, 0.35}};
   tx2.power_mode = tx2.power_modes.front().name;
+  tx2.mode_switch_s = 0.2;  // nvpmodel: a process that hot-plugs cores and sets clocks
   boards.push_back(tx2);
 
   BoardProfile pi4;
@@ -78,6 +79,7 @@ std::vector<BoardProfile> make_profiles() {
                      {"1000MHz", "cpufreq 1.0 GHz", 0.667, 0.42},
                      {"600MHz", "cpufreq 600 MHz", 0.4, 0.2}};
   pi4.power_mode = pi4.power_modes.front().name;
+  pi4.mode_switch_s = 355e-6;  // the A72's cpuinfo_transition_latency
   boards.push_back(pi4);
 
   BoardProfile nrf;

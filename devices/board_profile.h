@@ -61,6 +61,10 @@ struct BoardProfile {
   std::vector<PowerMode> power_modes;
   /// The mode the figures above describe (in_mode() sets it).
   std::string_view power_mode;
+  /// How long a change of mode takes, the board idling meanwhile: what switching per phase
+  /// of an iteration costs (cpufreq: the CPU's transition latency; nvpmodel: cores
+  /// hot-plugged and clocks set by a process).
+  double mode_switch_s = 0;
 };
 
 /// The board running its kernels on `threads` cores (at most `cores`): compute scales with

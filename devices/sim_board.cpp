@@ -31,7 +31,9 @@ BoardProfile board_in_mode(const BoardProfile& board, const std::string& mode) {
 }  // namespace
 
 SimBoard::SimBoard(const BoardProfile& board, const SimBoardOptions& options)
-    : board_(with_threads(board_in_mode(board, options.power_mode), options.threads)), options_(options),
+    : base_(board),
+      board_(with_threads(board_in_mode(board, options.power_mode), options.threads)),
+      options_(options),
       ina_(board.ina219),
       rng_(options.seed) {
   if (options.external_logger) logger_.emplace(board, *options.external_logger);
@@ -148,11 +150,38 @@ void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
       send(pong, out);
       return;
     }
+    case proto::MsgType::kSetPowerMode: {
+      proto::SetPowerMode request;
+      if (!proto::parse_message(frame, request)) break;
+      set_power_mode(request, out);
+      return;
+    }
     default:
       break;
   }
   log(proto::LogLevel::kWarning,
       "ignored host message type 0x" + std::to_string(static_cast<int>(frame.type)), out);
+}
+
+void SimBoard::set_power_mode(const proto::SetPowerMode& request, std::vector<uint8_t>& out) {
+  proto::PowerModeSet answer;
+  const std::string wanted = request.mode;
+  const auto in_wanted = in_mode(base_, wanted);
+  if (running_) {
+    answer.status = proto::PowerModeStatus::kBusy;
+    proto::copy_text(answer.detail, "a run is in progress; change modes between runs");
+  } else if (!in_wanted) {
+    answer.status = proto::PowerModeStatus::kUnknownMode;
+    proto::copy_text(answer.detail, ("this board's modes: " + power_mode_names(base_)).c_str());
+  } else {
+    answer.switch_ns = wanted == board_.power_mode
+                           ? 0
+                           : static_cast<uint64_t>(std::llround(base_.mode_switch_s * 1e9));
+    board_ = with_threads(*in_wanted, options_.threads);
+    cold_ = true;  // clocks settle after a switch like after an idle gap
+  }
+  proto::copy_text(answer.mode, std::string(board_.power_mode).c_str());
+  send(answer, out);
 }
 
 void SimBoard::start_run(const proto::Start& start, int64_t now_ns, std::vector<uint8_t>& out) {

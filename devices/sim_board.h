@@ -106,6 +106,7 @@ class SimBoard {
 
   void handle_frame(const protocol::Frame& frame, int64_t now_ns, std::vector<uint8_t>& out);
   void start_run(const protocol::Start& start, int64_t now_ns, std::vector<uint8_t>& out);
+  void set_power_mode(const protocol::SetPowerMode& request, std::vector<uint8_t>& out);
   void end_run(protocol::RunEnd end, std::vector<uint8_t>& out);
   bool next_segment(int64_t begin_ns);
   void finish_segment(std::vector<uint8_t>& out);
@@ -116,7 +117,8 @@ class SimBoard {
   template <class Msg>
   bool send(const Msg& msg, std::vector<uint8_t>& out);
 
-  BoardProfile board_;
+  BoardProfile base_;   ///< the board as constructed, before any mode or thread count
+  BoardProfile board_;  ///< in the mode it runs now
   SimBoardOptions options_;
   probes::Ina219Model ina_;
   std::optional<SimPowerLogger> logger_;

@@ -47,19 +47,50 @@ const SteadyClock& agent_clock() {
 }
 uint64_t now_ticks() { return static_cast<uint64_t>(agent_clock().now_ns()); }
 
-/// The mode the board runs in, as the simulated boards name theirs: a Jetson's nvpmodel mode
-/// ("MAXN"), else cpufreq's ceiling ("1500MHz"); empty where the board cannot tell.
-std::string current_power_mode() {
+/// The board's power-mode control: a Jetson's nvpmodel where its configuration exists, else
+/// cpufreq's ceiling; names match the simulated boards' ("MAXN", "1500MHz").
+std::unique_ptr<PowerModeControl> power_control(const AgentOptions& options) {
+  if (std::filesystem::exists(options.nvpmodel_conf))
+    return nvpmodel_control(system_command_runner(), options.nvpmodel_conf);
+  return cpufreq_control(options.sysfs_root);
+}
+
+/// The mode the board runs in; empty where the board cannot tell.
+std::string current_power_mode(const AgentOptions& options) {
   try {
-    if (std::filesystem::exists("/etc/nvpmodel.conf"))
-      return nvpmodel_control(system_command_runner())->state().current;
-  } catch (const Error&) {
-  }
-  try {
-    return cpufreq_control()->state().current;
+    return power_control(options)->state().current;
   } catch (const Error&) {
     return {};
   }
+}
+
+/// Sets a power mode for the host (SetPowerMode): the answer says what the board runs in
+/// afterwards and how long the switch took.
+proto::PowerModeSet set_power_mode(const AgentOptions& options, const std::string& mode) {
+  proto::PowerModeSet answer;
+  auto fail = [&](proto::PowerModeStatus status, const std::string& why) {
+    answer.status = status;
+    proto::copy_text(answer.detail, why.c_str());
+  };
+  try {
+    auto control = power_control(options);
+    const ModeState before = control->state();
+    if (before.current != mode) {
+      const auto t0 = std::chrono::steady_clock::now();
+      control->set(mode, false);
+      answer.switch_ns = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+    }
+  } catch (const InputError& e) {
+    fail(proto::PowerModeStatus::kUnknownMode, e.what());
+  } catch (const DeviceError& e) {
+    const std::string why = e.what();
+    const bool refused = why.find("Permission denied") != std::string::npos ||
+                         why.find("Operation not permitted") != std::string::npos;
+    fail(refused ? proto::PowerModeStatus::kRefused : proto::PowerModeStatus::kFailed, why);
+  }
+  proto::copy_text(answer.mode, current_power_mode(options).c_str());
+  return answer;
 }
 
 /// One connection to a host: the frames it sends, the frames the agent sends (from several
@@ -212,7 +243,7 @@ class Agent {
         char host[64] = {};
         ::gethostname(host, sizeof host - 1);
         proto::copy_text(hello.board_name, host);
-        proto::copy_text(hello.power_mode, current_power_mode().c_str());
+        proto::copy_text(hello.power_mode, current_power_mode(options_).c_str());
         if (probe_) {
           const auto& channels = probe_->info().channels;
           hello.rail_count = static_cast<uint8_t>(std::min<std::size_t>(channels.size(), proto::kMaxRails));
@@ -280,6 +311,22 @@ class Agent {
           commands.start = start;
         }
         commands.cv.notify_all();
+        return;
+      }
+      case proto::MsgType::kSetPowerMode: {
+        proto::SetPowerMode request;
+        if (!proto::parse_message(frame, request)) return;
+        std::unique_lock lock(commands.m);
+        if (running_ || commands.start) {
+          lock.unlock();
+          proto::PowerModeSet busy{.status = proto::PowerModeStatus::kBusy};
+          proto::copy_text(busy.mode, current_power_mode(options_).c_str());
+          proto::copy_text(busy.detail, "a run is in progress; change modes between runs");
+          link.send(busy);
+          return;
+        }
+        // Held while switching, so a Start waits for the new mode.
+        link.send(set_power_mode(options_, request.mode));
         return;
       }
       case proto::MsgType::kStop: {

@@ -22,6 +22,10 @@ struct AgentOptions {
   std::string probe;
   /// The board kind the Hello declares (pi4, tx2); empty: unknown (the host's --board decides).
   std::string board;
+  /// Where the power-mode controls look: cpufreq under `sysfs_root`, or a Jetson's nvpmodel
+  /// when `nvpmodel_conf` exists (tests point both at fakes).
+  std::filesystem::path sysfs_root = "/sys";
+  std::filesystem::path nvpmodel_conf = "/etc/nvpmodel.conf";
   /// Where page-outs go: a directory on the board's storage.
   std::filesystem::path scratch = std::filesystem::temp_directory_path();
   /// Called once listening, with what a host passes to `ergon record --port`.

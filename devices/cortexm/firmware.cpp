@@ -113,6 +113,7 @@ void Firmware::on_frame(const proto::Frame& f, uint64_t rx_ticks) {
       hello.tick_hz = hal_.clock.tick_hz();
       hello.ram_bytes = board_.ram_bytes;
       proto::copy_text(hello.board_name, board_.name);
+      proto::copy_text(hello.power_mode, board_.power_mode);
       if (ina_ok_) {
         hello.rail_count = 1;
         hello.rails[0].id = 0;
@@ -167,6 +168,25 @@ void Firmware::on_frame(const proto::Frame& f, uint64_t rx_ticks) {
       if (running_) stop_requested_ = true;
       else if (have_done_) send(done_);  // the host missed it
       return;
+    case proto::MsgType::kSetPowerMode: {
+      proto::SetPowerMode request;
+      if (!proto::parse_message(f, request)) return;
+      static proto::PowerModeSet answer;
+      answer = proto::PowerModeSet{};
+      proto::copy_text(answer.mode, board_.power_mode);
+      const char* a = request.mode;
+      const char* b = board_.power_mode;
+      while (*a != '\0' && *a == *b) ++a, ++b;
+      if (running_) {
+        answer.status = proto::PowerModeStatus::kBusy;
+        proto::copy_text(answer.detail, "a run is in progress");
+      } else if (*a != '\0' || *b != '\0') {
+        answer.status = proto::PowerModeStatus::kNoControl;
+        proto::copy_text(answer.detail, "the firmware runs at one fixed clock (its Hello's power mode)");
+      }
+      send(answer);
+      return;
+    }
     default:
       return;  // ExecuteModel, ScheduleSteps: a microcontroller does not execute schedules
   }

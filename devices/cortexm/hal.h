@@ -82,6 +82,8 @@ struct BoardInfo {
   uint32_t firmware_version = 0;
   uint32_t ram_bytes = 0;
   const char* rail_name = "VDD";  ///< the supply rail its INA219 measures
+  /// The clock it runs at, as a power mode's name ("64MHz"): the firmware's only mode.
+  const char* power_mode = "";
 };
 
 /// The INA219 on the board's supply lead, if there is one.

@@ -1,6 +1,7 @@
 #include "devices/host/record_session.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace ergon::devices {
 namespace {
@@ -9,6 +10,7 @@ namespace proto = protocol;
 
 constexpr int64_t kMs = 1'000'000;
 constexpr int64_t kHelloRetryNs = 500 * kMs;
+constexpr int64_t kModeRetryNs = 2000 * kMs;
 constexpr int64_t kSyncSpacingNs = 20 * kMs;
 constexpr int64_t kSyncWaitNs = 500 * kMs;
 constexpr int kMaxStopAttempts = 3;
@@ -36,6 +38,7 @@ std::string_view log_kind(proto::LogLevel level) {
 std::string_view to_string(SessionState state) {
   switch (state) {
     case SessionState::kHandshake: return "handshake";
+    case SessionState::kSettingMode: return "setting power mode";
     case SessionState::kSyncing: return "syncing";
     case SessionState::kRunning: return "running";
     case SessionState::kStopping: return "stopping";
@@ -100,7 +103,8 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
       proto::Hello hello;
       if (!proto::parse_message(frame, hello)) return bad("malformed Hello");
       if (state_ == SessionState::kHandshake) return on_hello(hello, out);
-      if (state_ == SessionState::kSyncing) return;  // answer to a repeated HelloRequest
+      if (state_ == SessionState::kSyncing || state_ == SessionState::kSettingMode)
+        return;  // answer to a repeated HelloRequest
       return fail(SessionState::kFailed, "board restarted during the run (new Hello)");
     }
     case proto::MsgType::kSyncReply: {
@@ -185,6 +189,12 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
       set_state(SessionState::kClosing);
       return;
     }
+    case proto::MsgType::kPowerModeSet: {
+      proto::PowerModeSet answer;
+      if (!proto::parse_message(frame, answer)) return bad("malformed PowerModeSet");
+      if (state_ == SessionState::kSettingMode) on_mode_set(answer, out);
+      return;
+    }
     case proto::MsgType::kBye:
       return fail(SessionState::kDisconnected, "board said goodbye");
     case proto::MsgType::kPong:
@@ -236,12 +246,52 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
                " but the board says it is " + hello.kind_name + "; recording it as " +
                hello.kind_name;
   }
-  hello_ = hello;
+  if (!options_.power_mode.empty() && options_.power_mode != hello.power_mode) {
+    pending_hello_.emplace(std::move(hello), std::move(mismatch));
+    proto::SetPowerMode request;
+    proto::copy_text(request.mode, options_.power_mode.c_str());
+    send(request, out);
+    mode_requested_ns_ = last_mode_request_ns_ = clock_.now_ns();
+    set_state(SessionState::kSettingMode);
+    return;
+  }
+  begin(std::move(hello), mismatch, out);
+}
+
+void RecordSession::on_mode_set(const proto::PowerModeSet& answer, std::vector<uint8_t>& out) {
+  auto [hello, warning] = std::move(*pending_hello_);
+  pending_hello_.reset();
+  const std::string now_in = answer.mode;
+  if (answer.status != proto::PowerModeStatus::kOk) {
+    const std::string detail = answer.detail;
+    return fail(SessionState::kFailed, source_ + " cannot switch to power mode " + options_.power_mode +
+                                           (detail.empty() ? std::string() : ": " + detail));
+  }
+  if (now_in != options_.power_mode)
+    return fail(SessionState::kFailed, source_ + " says it runs in mode " + now_in + " after switching to " +
+                                           options_.power_mode);
+  hello.switched_from = hello.power_mode;
+  hello.power_mode = now_in;
+  hello.mode_switch_ns = answer.switch_ns;
+  begin(std::move(hello), warning, out);
+}
+
+void RecordSession::begin(BoardHello hello, const std::string& warning, std::vector<uint8_t>& out) {
+  const std::optional<BoardProfile> profile =
+      hello.kind == BoardKind::kUnknown ? options_.expected_board : find_board(hello.kind);
+  hello_ = std::move(hello);
   plan_ = options_.plan ? *options_.plan : default_profile_plan(*profile, options_.seed);
   if (options_.min_window_us) plan_.min_window_us = *options_.min_window_us;
   const int64_t now = clock_.now_ns();
   sink_.begin(*hello_, plan_, now);
-  if (!mismatch.empty()) sink_.event(now, "warning", mismatch);
+  if (!warning.empty()) sink_.event(now, "warning", warning);
+  if (hello_->mode_switch_ns) {
+    char took[32];
+    std::snprintf(took, sizeof took, "%.3f ms", static_cast<double>(*hello_->mode_switch_ns) * 1e-6);
+    sink_.event(now, "power-mode",
+                "switched from " + (hello_->switched_from.empty() ? std::string("an unknown mode") : hello_->switched_from) +
+                    " to " + hello_->power_mode + " in " + took);
+  }
   set_state(SessionState::kSyncing);
   send_sync(out);
 }
@@ -290,6 +340,7 @@ void RecordSession::start_plan(std::vector<uint8_t>& out) {
 void RecordSession::request_stop(std::vector<uint8_t>& out) {
   switch (state_) {
     case SessionState::kHandshake:
+    case SessionState::kSettingMode:
     case SessionState::kSyncing:
       stop_requested_ = true;
       if (hello_) sink_.event(clock_.now_ns(), "stopped", "stopped before the run started");
@@ -331,6 +382,20 @@ void RecordSession::on_tick(std::vector<uint8_t>& out) {
         send(proto::HelloRequest{}, out);
         last_hello_request_ns_ = now;
       }
+      return;
+    case SessionState::kSettingMode:
+      if (now - last_mode_request_ns_ > kModeRetryNs) {
+        // The request or its answer may have been lost on a noisy link; asking again is
+        // harmless (a board already in the mode answers at once).
+        proto::SetPowerMode request;
+        proto::copy_text(request.mode, options_.power_mode.c_str());
+        send(request, out);
+        last_mode_request_ns_ = now;
+      }
+      if (now - mode_requested_ns_ > seconds_to_ns(options_.mode_switch_timeout_s))
+        fail(SessionState::kFailed, source_ + " did not answer the switch to power mode " + options_.power_mode +
+                                        " within " + std::to_string(static_cast<int>(options_.mode_switch_timeout_s)) +
+                                        " s (a board with ergon protocol v4 answers at once)");
       return;
     case SessionState::kSyncing:
     case SessionState::kClosing: {

@@ -29,6 +29,10 @@ struct BoardHello {
   uint64_t ram_bytes = 0;
   std::vector<probes::Rail> rails;
   std::string power_mode;  ///< as the board runs now; empty when it did not say
+  /// Set when the host switched the board's mode for this run (RecordOptions::power_mode):
+  /// the mode it ran in before and how long the switch took, as the board measured it.
+  std::string switched_from;
+  std::optional<uint64_t> mode_switch_ns;
 };
 
 /// Data faults the host saw on a link: counted and stored, never fatal.
@@ -56,6 +60,7 @@ struct ExecuteRequest {
 
 enum class SessionState {
   kHandshake,     ///< waiting for Hello
+  kSettingMode,   ///< SetPowerMode sent, waiting for PowerModeSet
   kSyncing,       ///< clock exchanges before the run
   kRunning,       ///< plan running, data flowing
   kStopping,      ///< Stop sent, waiting for RunDone
@@ -101,6 +106,10 @@ struct RecordOptions {
   protocol::StartMode mode = protocol::StartMode::kProfile;
   /// With mode kExecute: the model and schedule the board executes.
   std::optional<ExecuteRequest> execute;
+  /// Switch the board to this power mode before the run (protocol v4 SetPowerMode); the
+  /// session fails, recording nothing, when the board cannot. Empty: the mode it is in.
+  std::string power_mode;
+  double mode_switch_timeout_s = 30;    ///< nvpmodel may take seconds
   int initial_syncs = 8;                ///< exchanges before and after the run
   double sync_interval_s = 1.0;         ///< exchanges during the run
   double handshake_timeout_s = 5.0;
@@ -142,6 +151,9 @@ class RecordSession {
   void send(const Msg& msg, std::vector<uint8_t>& out);
   void handle(const protocol::Frame& frame, std::vector<uint8_t>& out);
   void on_hello(const protocol::Hello& hello, std::vector<uint8_t>& out);
+  void on_mode_set(const protocol::PowerModeSet& answer, std::vector<uint8_t>& out);
+  /// The board is known (and in its mode): tell the sink, then sync clocks.
+  void begin(BoardHello hello, const std::string& warning, std::vector<uint8_t>& out);
   void start_plan(std::vector<uint8_t>& out);
   void send_sync(std::vector<uint8_t>& out);
   void set_state(SessionState s);
@@ -156,6 +168,11 @@ class RecordSession {
   SessionState state_ = SessionState::kHandshake;
   std::string error_;
   std::optional<BoardHello> hello_;
+  /// The Hello (and any warning about it) while the board switches modes; hello_ stays unset
+  /// until then, so nothing reaches the sink for a board that cannot switch.
+  std::optional<std::pair<BoardHello, std::string>> pending_hello_;
+  int64_t mode_requested_ns_ = 0;
+  int64_t last_mode_request_ns_ = 0;
   ProfilePlan plan_;
   LinkStats stats_;
   std::vector<probes::PowerSample> sample_buf_;

@@ -16,7 +16,7 @@
 
 namespace ergon::devices::protocol {
 
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr std::size_t kHeaderBytes = 6;
 inline constexpr std::size_t kCrcBytes = 4;
 /// Largest payload of any frame; sized so a Cortex-M0+ with 32 KB of RAM can hold a frame.
@@ -36,6 +36,7 @@ enum class MsgType : uint8_t {
   kRunDone = 0x07,
   kPong = 0x08,
   kExecutionReport = 0x09,  ///< since v3
+  kPowerModeSet = 0x0A,     ///< since v4
   kHelloRequest = 0x81,
   kSyncRequest = 0x82,
   kPlanOp = 0x83,
@@ -44,6 +45,7 @@ enum class MsgType : uint8_t {
   kPing = 0x86,
   kExecuteModel = 0x87,   ///< since v3
   kScheduleSteps = 0x88,  ///< since v3
+  kSetPowerMode = 0x89,   ///< since v4
 };
 
 /// A decoded frame. `payload` points into the decoder's buffer and is valid only during the

@@ -536,4 +536,57 @@ struct ExecutionReport {
   }
 };
 
+/// Host -> device (since v4): switch the board to a power mode (a name its Hello could
+/// report: "MAXQ", "600MHz") before the next run. The device answers PowerModeSet. Sent only
+/// between runs; a device that is running answers kBusy.
+struct SetPowerMode {
+  static constexpr MsgType kType = MsgType::kSetPowerMode;
+  char mode[kNameBytes + 1] = {};
+  bool write(Writer& w) const {
+    w.text(mode, kNameBytes);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    r.text(mode, kNameBytes);
+    return r.ok() && mode[0] != '\0';
+  }
+};
+
+/// How a SetPowerMode ended. Append only.
+enum class PowerModeStatus : uint8_t {
+  kOk = 0,
+  kUnknownMode = 1,  ///< the board has no mode of that name
+  kRefused = 2,      ///< the agent lacks the privilege (detail says how to get it)
+  kBusy = 3,         ///< a run is in progress
+  kFailed = 4,       ///< the write or command failed
+  kNoControl = 5,    ///< the board cannot change its mode (detail says why)
+};
+inline constexpr std::size_t kDetailBytes = 95;
+
+/// Device -> host (since v4): the answer to SetPowerMode: the mode the board runs in now
+/// (the old one unless kOk) and how long the switch took, wall clock.
+struct PowerModeSet {
+  static constexpr MsgType kType = MsgType::kPowerModeSet;
+  PowerModeStatus status = PowerModeStatus::kOk;
+  char mode[kNameBytes + 1] = {};
+  uint64_t switch_ns = 0;
+  char detail[kDetailBytes + 1] = {};  ///< why, when not kOk (one line)
+
+  bool write(Writer& w) const {
+    w.u8(static_cast<uint8_t>(status));
+    w.text(mode, kNameBytes);
+    w.u64(switch_ns);
+    w.text(detail, kDetailBytes);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    const uint8_t s = r.u8();
+    status = static_cast<PowerModeStatus>(s);
+    r.text(mode, kNameBytes);
+    switch_ns = r.u64();
+    r.text(detail, kDetailBytes);
+    return r.ok() && s <= static_cast<uint8_t>(PowerModeStatus::kNoControl);
+  }
+};
+
 }  // namespace ergon::devices::protocol

@@ -94,6 +94,34 @@ TEST_P(FirmwareEndToEnd, RecordStoresTheBoardsDefaultPlanAndAttributionFindsItsP
   EXPECT_GT(computes, 0) << covered << " of " << a.attribution.windows.size() << " windows covered by samples";
 }
 
+// A microcontroller runs at one fixed clock: asked for it, it records; asked for another, the
+// session fails with the firmware's reason before anything is recorded.
+TEST_P(FirmwareEndToEnd, TheFirmwareAcceptsOnlyItsOwnClockAsAPowerMode) {
+  const auto board = *devices::find_board(GetParam());
+  ASSERT_FALSE(link().empty());
+  cli::RecordRequest req;
+  req.ports = {link()};
+  req.db_path = dir_ / "lab.db";
+  req.options.plan = devices::ProfilePlan{};
+  req.options.plan->min_window_us = 1000;
+  req.options.plan->ops.push_back({.op_id = 1, .shape = profiler::linear(1, 16, 8, profiler::Phase::kForward),
+                                   .phase = profiler::Phase::kForward, .windows = 1});
+  std::ostringstream out;
+  std::atomic<int> interrupts{0};
+  req.options.power_mode = "16MHz";
+  const auto refused = cli::record_boards(req, out, interrupts);
+  ASSERT_EQ(refused.size(), 1U);
+  EXPECT_EQ(refused[0].state, devices::SessionState::kFailed);
+  EXPECT_NE(refused[0].error.find("cannot switch to power mode 16MHz: the firmware runs at one fixed clock"),
+            std::string::npos)
+      << refused[0].error;
+  EXPECT_FALSE(refused[0].run_id);
+  req.options.power_mode = std::string(board.power_mode);
+  const auto same = cli::record_boards(req, out, interrupts);
+  ASSERT_EQ(same[0].state, devices::SessionState::kCompleted) << same[0].error;
+  EXPECT_FALSE(same[0].mode_switch_s) << "already in its mode: nothing to switch";
+}
+
 INSTANTIATE_TEST_SUITE_P(Boards, FirmwareEndToEnd, ::testing::Values("nrf52840", "mkr1000"));
 
 }  // namespace

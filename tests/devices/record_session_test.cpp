@@ -39,6 +39,55 @@ TEST(RecordSession, RecordsEverySpanAndSampleTheBoardSent) {
     ASSERT_GT(h.sink.samples_[i].t_ticks, h.sink.samples_[i - 1].t_ticks);
 }
 
+ProfilePlan one_linear_plan() {
+  ProfilePlan plan;
+  plan.min_window_us = 20'000;
+  plan.ops.push_back({.op_id = 1, .shape = profiler::linear(16, 256, 128, profiler::Phase::kForward),
+                      .phase = profiler::Phase::kForward, .windows = 2, .idle_after_us = 10'000});
+  return plan;
+}
+
+TEST(RecordSession, SwitchesTheBoardToTheRequestedPowerModeBeforeTheRun) {
+  RecordOptions options;
+  options.plan = one_linear_plan();
+  options.power_mode = "600MHz";
+  Harness h(*find_board("pi4"), options);
+  h.run(60);
+  ASSERT_EQ(h.session.state(), SessionState::kCompleted) << h.session.error();
+  EXPECT_EQ(h.sim.board().power_mode, "600MHz");
+  EXPECT_EQ(h.sink.hello.power_mode, "600MHz") << "the run is recorded in the mode it ran in";
+  EXPECT_EQ(h.sink.hello.switched_from, "1500MHz");
+  ASSERT_TRUE(h.sink.hello.mode_switch_ns);
+  EXPECT_EQ(*h.sink.hello.mode_switch_ns, 355'000U) << "the Pi 4's transition latency";
+  EXPECT_TRUE(has_event(h.sink.events, "power-mode: switched from 1500MHz to 600MHz in 0.355 ms"));
+  EXPECT_EQ(h.sink.begins, 1);
+}
+
+TEST(RecordSession, ABoardAlreadyInTheModeIsNotAskedToSwitch) {
+  RecordOptions options;
+  options.plan = one_linear_plan();
+  options.power_mode = "1500MHz";
+  Harness h(*find_board("pi4"), options);
+  h.run(60);
+  ASSERT_EQ(h.session.state(), SessionState::kCompleted) << h.session.error();
+  EXPECT_EQ(h.sink.hello.power_mode, "1500MHz");
+  EXPECT_FALSE(h.sink.hello.mode_switch_ns);
+  EXPECT_EQ(std::count(h.sink.states.begin(), h.sink.states.end(), SessionState::kSettingMode), 0);
+}
+
+TEST(RecordSession, AModeTheBoardCannotSwitchToFailsWithItsReasonAndRecordsNothing) {
+  RecordOptions options;
+  options.plan = one_linear_plan();
+  options.power_mode = "2000MHz";
+  Harness h(*find_board("pi4"), options);
+  h.run(60);
+  EXPECT_EQ(h.session.state(), SessionState::kFailed);
+  EXPECT_EQ(h.session.error(),
+            "mem:pi4 cannot switch to power mode 2000MHz: this board's modes: 1500MHz, 1000MHz, 600MHz");
+  EXPECT_EQ(h.sink.begins, 0);
+  EXPECT_EQ(h.sim.board().power_mode, "1500MHz");
+}
+
 TEST(RecordSession, SyncRepliesStampTheDeviceClock) {
   Harness h(*find_board("pi4"));
   h.run(120);

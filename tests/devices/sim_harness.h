@@ -61,10 +61,11 @@ struct Harness {
     const int64_t t = clock.now_ns();
     if (link_up) {
       sim.receive(to_board.data(), to_board.size(), t, to_host);
+      to_board.clear();
       sim.advance_to(t, to_host);
-      session.on_bytes(to_host.data(), to_host.size(), to_board);
+      session.on_bytes(to_host.data(), to_host.size(), to_board);  // answers go out next pump
     }
-    to_board.clear();
+    if (!link_up) to_board.clear();
     to_host.clear();
     session.on_tick(to_board);
   }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -287,6 +288,77 @@ TEST(AgentExecution, TheAgentTimesEveryLayerOfAModelWithItsOwnKernel) {
   EXPECT_EQ(failed[0].state, devices::SessionState::kFailed);
   req.options.plan->ops[0].shape = profiler::conv2d(1, 3, 8, 8, 8, 3, Phase::kForward);
   EXPECT_EQ(cli::record_boards(req, out, interrupts)[0].state, devices::SessionState::kCompleted);
+  stop = true;
+  agent.join();
+  fs::remove_all(dir);
+}
+
+// The host switches a Linux board's power mode over the protocol before each run: the agent
+// writes cpufreq's ceiling (a fake sysfs here), says what it runs in, and the run and the
+// measured switch time are stored with that mode; a mode the board lacks fails the run with
+// the board's reason and records nothing.
+TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
+  const fs::path dir = fs::temp_directory_path() / ("ergon-agent-modes-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  for (int cpu = 0; cpu < 4; ++cpu) {
+    const fs::path d = dir / "sys/devices/system/cpu" / ("cpu" + std::to_string(cpu)) / "cpufreq";
+    fs::create_directories(d);
+    std::ofstream(d / "scaling_available_frequencies") << "600000 1000000 1500000\n";
+    std::ofstream(d / "scaling_max_freq") << "1500000\n";
+  }
+  std::mutex m;
+  std::string link;
+  devices::AgentOptions options;
+  options.link = "pty";
+  options.board = "pi4";
+  options.scratch = dir;
+  options.sysfs_root = dir / "sys";
+  options.nvpmodel_conf = dir / "no-nvpmodel.conf";
+  options.on_listening = [&](const std::string& l) {
+    std::lock_guard lock(m);
+    link = l;
+  };
+  std::atomic<bool> stop{false};
+  std::thread agent([&] { devices::run_agent(options, stop); });
+  for (int i = 0; i < 200 && [&] { std::lock_guard lock(m); return link.empty(); }(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+
+  devices::ProfilePlan plan;
+  plan.min_window_us = 1000;
+  plan.ops.push_back({.op_id = 1, .shape = profiler::linear(8, 64, 32, Phase::kForward), .phase = Phase::kForward,
+                      .windows = 1});
+  cli::RecordRequest req;
+  req.ports = {link};
+  req.db_path = dir / "lab.db";
+  req.options.plan = plan;
+  std::ostringstream out;
+  std::atomic<int> interrupts{0};
+  for (const char* mode : {"600MHz", "1000MHz"}) {
+    req.options.power_mode = mode;
+    const auto outcomes = cli::record_boards(req, out, interrupts);
+    ASSERT_EQ(outcomes.size(), 1U);
+    ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+    ASSERT_TRUE(outcomes[0].mode_switch_s);
+    std::ifstream cpu3(dir / "sys/devices/system/cpu/cpu3/cpufreq/scaling_max_freq");
+    std::string khz;
+    cpu3 >> khz;
+    EXPECT_EQ(std::to_string(std::stoi(khz) / 1000) + "MHz", mode) << "every CPU's ceiling is written";
+    auto db = costdb::Database::open(req.db_path);
+    EXPECT_EQ(costdb::list_runs(db).back().power_mode, mode);
+    EXPECT_TRUE(costdb::measured_mode_switch_s(db, "pi4"));
+  }
+  req.options.power_mode = "2000MHz";
+  const auto refused = cli::record_boards(req, out, interrupts);
+  ASSERT_EQ(refused.size(), 1U);
+  EXPECT_EQ(refused[0].state, devices::SessionState::kFailed);
+  EXPECT_NE(refused[0].error.find("cannot switch to power mode 2000MHz: cpufreq has no mode '2000MHz'"),
+            std::string::npos)
+      << refused[0].error;
+  EXPECT_FALSE(refused[0].run_id);
+  {
+    auto db = costdb::Database::open(req.db_path);
+    EXPECT_EQ(costdb::list_runs(db).size(), 2U) << "the refused run left nothing behind";
+  }
   stop = true;
   agent.join();
   fs::remove_all(dir);

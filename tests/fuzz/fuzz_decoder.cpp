@@ -49,6 +49,8 @@ void parse_all(const proto::Frame& f) {
   check_round_trip<proto::ExecuteModel>(f);
   check_round_trip<proto::ScheduleSteps>(f);
   check_round_trip<proto::ExecutionReport>(f);
+  check_round_trip<proto::SetPowerMode>(f);
+  check_round_trip<proto::PowerModeSet>(f);
 }
 
 }  // namespace

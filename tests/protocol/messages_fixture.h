@@ -89,4 +89,19 @@ inline ExecutionReport sample_execution_report() {
                          .peak_bytes = 3'000'000, .gradient_digest = 0x0123456789ABCDEFULL};
 }
 
+inline SetPowerMode sample_set_power_mode() {
+  SetPowerMode m;
+  copy_text(m.mode, "MAXP_CORE_ARM");
+  return m;
+}
+
+inline PowerModeSet sample_power_mode_set() {
+  PowerModeSet m;
+  m.status = PowerModeStatus::kRefused;
+  copy_text(m.mode, "MAXN");
+  m.switch_ns = 1'250'000;
+  copy_text(m.detail, "nvpmodel -m 3 needs root: run ergon-agent with sudo");
+  return m;
+}
+
 }  // namespace ergon::devices::protocol::testing

@@ -21,6 +21,8 @@ using testing::sample_plan_op;
 using testing::sample_span;
 using testing::sample_execute_model;
 using testing::sample_execution_report;
+using testing::sample_power_mode_set;
+using testing::sample_set_power_mode;
 using testing::sample_schedule_steps;
 
 template <class Msg>
@@ -160,6 +162,31 @@ TEST(Messages, EveryMessageRoundTripsWithAllFields) {
   EXPECT_EQ(er.loss_bits, 0x40133333U);
   EXPECT_EQ(er.gradient_digest, 0x0123456789ABCDEFULL);
   EXPECT_EQ(er.peak_bytes, 3'000'000U);
+  const SetPowerMode sp = round_trip(sample_set_power_mode());
+  EXPECT_STREQ(sp.mode, "MAXP_CORE_ARM");
+  const PowerModeSet ps = round_trip(sample_power_mode_set());
+  EXPECT_EQ(ps.status, PowerModeStatus::kRefused);
+  EXPECT_STREQ(ps.mode, "MAXN");
+  EXPECT_EQ(ps.switch_ns, 1'250'000U);
+  EXPECT_STREQ(ps.detail, "nvpmodel -m 3 needs root: run ergon-agent with sudo");
+}
+
+TEST(Messages, PowerModeRequestsNeedAModeAndAnswersAKnownStatus) {
+  // An empty mode name is no request; a status beyond the last known one does not parse.
+  Decoder d;
+  std::vector<std::vector<uint8_t>> payloads;
+  decode_all(d, encode(SetPowerMode{}), &payloads);
+  decode_all(d, encode(sample_power_mode_set()), &payloads);
+  ASSERT_EQ(payloads.size(), 2U);
+  SetPowerMode empty;
+  EXPECT_FALSE(parse_message(
+      Frame{.type = MsgType::kSetPowerMode, .payload = payloads[0].data(), .payload_size = payloads[0].size()},
+      empty));
+  PowerModeSet answer;
+  const Frame good{.type = MsgType::kPowerModeSet, .payload = payloads[1].data(), .payload_size = payloads[1].size()};
+  EXPECT_TRUE(parse_message(good, answer));
+  payloads[1][0] = 6;
+  EXPECT_FALSE(parse_message(good, answer));
 }
 
 TEST(Messages, ScheduleStepsFillAFrameAndRejectUnknownStepKinds) {
@@ -327,6 +354,8 @@ std::vector<Golden> golden_messages() {
       {"execute_model.bin", encode(sample_execute_model(), 5)},
       {"schedule_steps.bin", encode(sample_schedule_steps(), 6)},
       {"execution_report.bin", encode(sample_execution_report(), 7)},
+      {"set_power_mode.bin", encode(sample_set_power_mode(), 8)},
+      {"power_mode_set.bin", encode(sample_power_mode_set(), 9)},
   };
 }
 

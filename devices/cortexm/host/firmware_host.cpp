@@ -67,12 +67,13 @@ void run_firmware_host(const FirmwareHostOptions& options, const std::atomic<boo
   const Ina219Config ina{.address = 0x40,
                          .shunt_milliohm = static_cast<uint32_t>(board->ina219.shunt_ohm * 1000 + 0.5),
                          .max_current_ma = static_cast<uint32_t>(board->ina219.current_lsb_a * 32768 * 1000 + 0.5)};
-  const std::string name(board->name), rail(board->rail_name);
+  const std::string name(board->name), rail(board->rail_name), mode(board->power_mode);
   const BoardInfo info{.kind = board->kind,
                        .name = name.c_str(),
                        .firmware_version = board->firmware_version,
                        .ram_bytes = static_cast<uint32_t>(board->ram_bytes),
-                       .rail_name = rail.c_str()};
+                       .rail_name = rail.c_str(),
+                       .power_mode = mode.c_str()};
   serve_link(options.link, stop, options.on_listening, [&](int fd) {
     FdLink byte_link(fd);
     const Hal hal{.link = byte_link, .clock = clock, .i2c = &i2c, .storage = storage};

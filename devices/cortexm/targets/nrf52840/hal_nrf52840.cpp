@@ -213,7 +213,8 @@ extern "C" void firmware_main() {
                                .name = "nrf52840",
                                .firmware_version = 0x000200,
                                .ram_bytes = 256 * 1024,
-                               .rail_name = "VDD"};
+                               .rail_name = "VDD",
+                               .power_mode = "64MHz"};
   // The INA219 on the board's supply lead: 1 ohm shunt, 10 uA steps (up to 327 mA).
   static const Ina219Config ina{.address = 0x40, .shunt_milliohm = 1000, .max_current_ma = 327};
   static Firmware firmware(board, Hal{.link = g_uart, .clock = g_clock, .i2c = &g_twim, .storage = storage},

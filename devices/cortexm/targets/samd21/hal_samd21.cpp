@@ -241,7 +241,8 @@ extern "C" void firmware_main() {
                                .name = "mkr1000",
                                .firmware_version = 0x000200,
                                .ram_bytes = 32 * 1024,
-                               .rail_name = "VIN"};
+                               .rail_name = "VIN",
+                               .power_mode = "8MHz"};
   static const Ina219Config ina{.address = 0x40, .shunt_milliohm = 1000, .max_current_ma = 327};
   static Firmware firmware(board, Hal{.link = g_uart, .clock = g_clock, .i2c = &g_i2c, .storage = storage},
                            &ina, g_arena, sizeof g_arena);
