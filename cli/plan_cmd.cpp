@@ -88,12 +88,45 @@ planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingG
   return req;
 }
 
+std::optional<std::pair<std::string, std::string>> split_phases(const std::string& power_mode) {
+  const auto slash = power_mode.find('/');
+  if (slash == std::string::npos) return std::nullopt;
+  std::pair<std::string, std::string> out{power_mode.substr(0, slash), power_mode.substr(slash + 1)};
+  if (out.first.empty() || out.second.empty() || out.second.find('/') != std::string::npos)
+    throw InputError("per-phase power modes are FORWARD/BACKWARD (MAXQ/MAXN), not '" + power_mode + "'");
+  return out;
+}
+
+double mode_switch_s(const PlanArgs& args) {
+  if (!args.db.empty() && std::filesystem::exists(args.db)) {
+    auto db = costdb::Database::open_read_only(args.db);
+    if (const auto measured = costdb::measured_mode_switch_s(db, args.board)) return *measured;
+  }
+  const auto board = devices::find_board(args.board);
+  return board ? board->mode_switch_s : 0;
+}
+
 planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source) {
   const int sources = static_cast<int>(!args.model.empty()) +
                       static_cast<int>(!args.graph_file.empty()) +
                       static_cast<int>(!args.onnx_file.empty());
   if (sources != 1)
     throw InputError("give exactly one of --model NAME (see ergon models), --onnx FILE or --graph FILE");
+  if (const auto phases = split_phases(args.power_mode)) {
+    if (!args.graph_file.empty())
+      throw InputError("a graph file carries one mode's costs: per-phase modes (" + args.power_mode +
+                       ") need --model or --onnx");
+    PlanArgs a = args;
+    std::string forward_source, backward_source;
+    a.power_mode = phases->first;
+    const auto forward = load_graph(a, &forward_source);
+    a.power_mode = phases->second;
+    const auto backward = load_graph(a, &backward_source);
+    if (cost_source)
+      *cost_source = "forward pass in " + phases->first + ": " + forward_source + "\nbackward pass in " +
+                     phases->second + ": " + backward_source;
+    return planner::per_phase_graph(forward, backward);
+  }
   if (!args.graph_file.empty()) {
     if (cost_source) *cost_source = "costs: as given in " + args.graph_file;
     return planner::read_graph_json(args.graph_file);
@@ -173,17 +206,36 @@ PlanOutcome plan_every_mode(const PlanArgs& args) {
   a.power_mode = reference;
   const double deadline_s = parse_deadline(args.deadline, load_graph(a).single_pass_time_s());
   a.deadline = std::isfinite(deadline_s) ? fmt::format("{:.9g}s", deadline_s) : "none";
+  // Per-phase pairs when the board switches cheaply: two switches under 5 % of a pass.
+  std::vector<std::string> candidates = modes;
+  std::string per_phase_note;
+  if (modes.size() > 1 && args.graph_file.empty()) {
+    const double switch_s = mode_switch_s(args);
+    const double pass_s = load_graph(a).single_pass_time_s();
+    if (2 * switch_s <= 0.05 * pass_s) {
+      for (const auto& f : modes)
+        for (const auto& b : modes)
+          if (f != b) candidates.push_back(f + "/" + b);
+    } else {
+      per_phase_note = fmt::format(
+          "per-phase modes not tried: switching takes {:.3g} s each way, over 5 % of a {:.3g} s pass", switch_s,
+          pass_s);
+    }
+  }
   std::optional<PlanOutcome> best;
+  std::optional<double> best_j;
   std::vector<PlanOutcome::ModeTried> tried;
-  for (const auto& mode : modes) {
+  for (const auto& mode : candidates) {
     a.power_mode = mode;
     PlanOutcome o = plan(a, false);
     PlanOutcome::ModeTried t{mode, std::nullopt, std::nullopt, o.result.why};
     if (o.sim) {
-      t.energy_j = planner::objective_energy_j(*o.sim, o.request.objective);
-      t.time_s = planner::deadline_time_s(*o.sim, o.request.objective);
-      if (!best || *t.energy_j < planner::objective_energy_j(*best->sim, best->request.objective))
+      t.energy_j = planner::objective_energy_j(*o.sim, o.request.objective) + o.switch_energy_j;
+      t.time_s = planner::deadline_time_s(*o.sim, o.request.objective) + o.switch_time_s;
+      if (!best_j || *t.energy_j < *best_j) {
+        best_j = t.energy_j;
         best = std::move(o);
+      }
     }
     tried.push_back(std::move(t));
   }
@@ -193,6 +245,7 @@ PlanOutcome plan_every_mode(const PlanArgs& args) {
     throw InputError("no power mode of " + args.board + " has a schedule:" + why);
   }
   best->modes = std::move(tried);
+  best->per_phase_note = std::move(per_phase_note);
   return std::move(*best);
 }
 
@@ -214,9 +267,20 @@ PlanOutcome plan(const PlanArgs& args, bool live_progress) {
                 << std::flush;
     };
   }
+  if (const auto phases = split_phases(args.power_mode); phases && phases->first != phases->second) {
+    // Two switches an iteration (into the backward pass's mode and back), the board idling.
+    o.switch_time_s = 2 * mode_switch_s(args);
+    const auto board = devices::find_board(args.board);
+    const double idle_w = graph.idle_power_w > 0 ? graph.idle_power_w : (board ? board->idle_w : 0);
+    o.switch_energy_j = o.switch_time_s * idle_w;
+    if (std::isfinite(req.deadline_s)) req.deadline_s = std::max(0.0, req.deadline_s - o.switch_time_s);
+  }
   auto solver = planner::make_cbc_solver();
   o.result = planner::run_planner(args.planner, graph, req, *solver);
   if (live_progress) std::cerr << "\r" << std::string(64, ' ') << "\r";
+  if (!o.result.schedule && o.switch_time_s > 0 && std::isfinite(req.deadline_s))
+    o.result.why = fmt::format("{:.3g} s of the deadline go to switching modes twice; {}", o.switch_time_s,
+                               o.result.why);
 
   o.power_mode = args.power_mode;
   o.store_all = planner::simulate(graph, planner::store_all_schedule(graph));
@@ -262,7 +326,10 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
                               {"energy_j", m.energy_j ? nlohmann::json(*m.energy_j) : nullptr},
                               {"time_s", m.time_s ? nlohmann::json(*m.time_s) : nullptr},
                               {"why", m.why}});
+      if (!o.per_phase_note.empty()) j["per_phase_note"] = o.per_phase_note;
     }
+    if (o.switch_time_s > 0)
+      j["mode_switches"] = {{"count", 2}, {"time_s", o.switch_time_s}, {"energy_j", o.switch_energy_j}};
     j["nodes"] = graph.size();
     j["planner"] = r.planner;
     j["objective"] = planner::to_string(objective);
@@ -315,7 +382,12 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
       out << fmt::format("  {:<16} {}\n", m.mode,
                          m.energy_j ? fmt::format("{:.6g} J, {:.6g} s", *m.energy_j, *m.time_s)
                                     : "no schedule: " + m.why);
+    if (!o.per_phase_note.empty()) out << "  " << o.per_phase_note << "\n";
   }
+  if (o.switch_time_s > 0)
+    out << fmt::format("mode switches: 2 per iteration, {:.4g} s and {:.4g} J on top of the figures below "
+                       "(the deadline below is what is left for the schedule)\n",
+                       o.switch_time_s, o.switch_energy_j);
   const uint64_t activation_budget = planner::activation_budget_bytes(graph, req);
   out << fmt::format("budget {}{} ({:.0f}% of store-all's activations), deadline {}, objective {}\n",
                      mib(req.budget_bytes),

@@ -29,7 +29,9 @@ struct PlanArgs {
   /// Cost database to take the board's measured costs from (empty: the board's profile).
   std::string db;
   /// The board's power mode (its costs differ by mode); empty: the measured runs' only mode,
-  /// or the profile's default.
+  /// or the profile's default. "FWD/BWD": the forward pass in one mode and the backward pass
+  /// in another (two switches per iteration). "auto": the least energy over the modes, and
+  /// over per-phase pairs when switching takes under 5 % of a pass.
   std::string power_mode;
 };
 
@@ -45,6 +47,12 @@ planner::Objective parse_objective(const std::string& text);
 /// objective's terms (a percentage is of store-all's activation peak, with fixed bytes added
 /// under total), deadline, limits. No progress callback.
 planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingGraph& graph);
+
+/// "MAXQ/MAXN": per-phase power modes (forward pass / backward pass); nullopt for one mode.
+/// InputError for a malformed pair.
+std::optional<std::pair<std::string, std::string>> split_phases(const std::string& power_mode);
+/// How long the board takes to switch modes once: measured (args.db) or the profile's.
+double mode_switch_s(const PlanArgs& args);
 
 /// The training graph `ergon plan` and `ergon graph export` work on: a zoo model costed on a
 /// board (its measured costs from args.db when it has them, else its published profile), or
@@ -69,6 +77,13 @@ struct PlanOutcome {
   };
   std::vector<ModeTried> modes;
   std::string power_mode;
+  /// Per-phase modes: the two switches an iteration takes (the board idling meanwhile),
+  /// beyond what the simulator's replay counts; the deadline the planner saw was shortened
+  /// by their time.
+  double switch_time_s = 0;
+  double switch_energy_j = 0;
+  /// With auto, why per-phase pairs were not tried (empty when they were, or with one mode).
+  std::string per_phase_note;
 };
 
 /// Builds the graph, solves, and replays the schedule in the simulator. `live_progress`

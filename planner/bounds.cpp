@@ -53,6 +53,14 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
                        graph.idle_power_w * node.time_s
                  : node.energy_j;
   };
+  // A recomputation may fall in either phase (per-phase power modes): the cheaper counts.
+  auto recompute_j = [&](int i) {
+    TrainingNode late = graph.nodes[i];
+    const NodeCost c = graph.compute_cost(i, true);
+    late.time_s = c.time_s;
+    late.energy_j = c.energy_j;
+    return std::min(compute_j(graph.nodes[i]), compute_j(late));
+  };
   // Transfers may overlap compute under kTotal: only their energy above idle is certain.
   auto transfer_j = [&](double energy_j, double time_s) {
     return total ? graph.dynamic_energy_j(energy_j, time_s) : energy_j;
@@ -67,7 +75,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
     if (allowed.paging)
       page_j[i] = transfer_j(node.pageout_energy_j, node.pageout_time_s) +
                   transfer_j(node.pagein_energy_j, node.pagein_time_s);
-    recreate_j[i] = std::min(page_j[i], allowed.recompute ? compute_j(node) : kNever);
+    recreate_j[i] = std::min(page_j[i], allowed.recompute ? recompute_j(i) : kNever);
   }
   double one_pass_j = 0;
   for (const auto& node : graph.nodes) one_pass_j += compute_j(node);
@@ -123,7 +131,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
       options.clear();
       if (page_j[i] < kNever) options.push_back({bytes, page_j[i]});
       if (allowed.recompute) {
-        Point p{bytes, compute_j(graph.nodes[i])};
+        Point p{bytes, recompute_j(i)};
         std::vector<Point> extra;  // re-creating a dead input instead of keeping it
         for (int j : inputs[i]) {
           if (group[j] != kDead) continue;

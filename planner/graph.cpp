@@ -37,6 +37,12 @@ std::vector<std::vector<int>> TrainingGraph::users() const {
   return out;
 }
 
+int TrainingGraph::backward_phase_start() const {
+  for (int k = 0; k < size(); ++k)
+    if (nodes[k].phase != NodePhase::kForward) return k;
+  return size();
+}
+
 double TrainingGraph::single_pass_time_s() const {
   double t = 0;
   for (const auto& n : nodes) t += n.time_s;
@@ -104,6 +110,14 @@ void TrainingGraph::validate() const {
         below_idle(n.pageout_energy_j, n.pageout_time_s))
       throw InputError(where + " costs less energy than idle power over the same time");
   }
+  if (!late_costs.empty()) {
+    if (late_costs.size() != nodes.size())
+      throw InputError("graph '" + name + "' has late costs for " + std::to_string(late_costs.size()) +
+                       " nodes, not " + std::to_string(nodes.size()));
+    for (const NodeCost& c : late_costs)
+      if (!std::isfinite(c.time_s) || c.time_s < 0 || !std::isfinite(c.energy_j) || c.energy_j < 0)
+        throw InputError("graph '" + name + "' has a negative or invalid late cost");
+  }
   std::set<std::pair<int, int>> seen;
   for (const auto& [from, to] : edges) {
     const std::string e = "edge [" + std::to_string(from) + ", " + std::to_string(to) + "]";
@@ -114,6 +128,25 @@ void TrainingGraph::validate() const {
                            "nodes out of order)");
     if (!seen.insert({from, to}).second) throw InputError(e + " appears twice");
   }
+}
+
+TrainingGraph per_phase_graph(const TrainingGraph& forward_mode, const TrainingGraph& backward_mode) {
+  if (forward_mode.size() != backward_mode.size() || forward_mode.edges != backward_mode.edges)
+    throw InputError("per-phase modes need the same graph in both modes ('" + forward_mode.name + "' and '" +
+                     backward_mode.name + "' differ)");
+  TrainingGraph g = forward_mode;
+  g.late_costs.clear();
+  for (int k = 0; k < g.size(); ++k) {
+    const TrainingNode& late = backward_mode.nodes[k];
+    if (late.phase != g.nodes[k].phase || late.output_bytes != g.nodes[k].output_bytes)
+      throw InputError("per-phase modes need the same graph in both modes (node " + std::to_string(k) + " differs)");
+    g.late_costs.push_back({late.time_s, late.energy_j});
+    if (g.nodes[k].phase != NodePhase::kForward) {
+      g.nodes[k].time_s = late.time_s;
+      g.nodes[k].energy_j = late.energy_j;
+    }
+  }
+  return g;
 }
 
 TrainingGraph build_training_graph(const ForwardGraph& forward, const CostModel& costs,

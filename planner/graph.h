@@ -52,6 +52,13 @@ struct ForwardGraph {
 
 enum class NodePhase { kForward, kLoss, kBackward };
 
+/// Cost of computing a node and of paging a tensor on one board.
+struct NodeCost {
+  double time_s = 0;
+  double energy_j = 0;
+};
+
+
 /// A node of the training graph with its costs on one board (from a CostModel).
 struct TrainingNode {
   int id = 0;
@@ -87,8 +94,22 @@ struct TrainingGraph {
   /// a board needs to run each node's kernel at its real shape. Null otherwise. Forward op i
   /// is node i, the loss node n, op i's backward node 2n - i.
   std::shared_ptr<const ForwardGraph> forward;
+  /// Per-phase power modes, the backward pass in another mode than the forward pass: what
+  /// computing each node costs once the forward pass is over (every forward node computed
+  /// once), by node id. For a forward node that is a recomputation in the backward phase's
+  /// mode; the loss and backward nodes carry that mode's costs as their own. Empty: one mode,
+  /// each node's own cost throughout.
+  std::vector<NodeCost> late_costs;
 
   [[nodiscard]] int size() const { return static_cast<int>(nodes.size()); }
+  /// What computing `node` costs before the forward pass is over (`late` false) or after.
+  [[nodiscard]] NodeCost compute_cost(int node, bool late) const {
+    if (late && !late_costs.empty()) return late_costs[static_cast<std::size_t>(node)];
+    return {nodes[static_cast<std::size_t>(node)].time_s, nodes[static_cast<std::size_t>(node)].energy_j};
+  }
+  /// The first stage of the backward phase in the stage form (stage t computes node t): the
+  /// first node that is not a forward node.
+  [[nodiscard]] int backward_phase_start() const;
   /// inputs()[k]: producers of node k, ascending. users()[i]: consumers of node i, ascending.
   [[nodiscard]] std::vector<std::vector<int>> inputs() const;
   [[nodiscard]] std::vector<std::vector<int>> users() const;
@@ -109,14 +130,14 @@ struct TrainingGraph {
   void validate() const;
 };
 
+/// Per-phase power modes: `forward_mode`'s graph with the backward phase (the loss, the
+/// backward nodes, and forward nodes recomputed after the forward pass) costed as in
+/// `backward_mode`, the same model costed in another mode. Paging costs stay
+/// `forward_mode`'s. InputError when the two are not the same graph.
+TrainingGraph per_phase_graph(const TrainingGraph& forward_mode, const TrainingGraph& backward_mode);
+
 /// A size for messages: "512 B", "12.0 KiB", "2.25 MiB".
 std::string human_bytes(uint64_t bytes);
-
-/// Cost of computing a node and of paging a tensor on one board.
-struct NodeCost {
-  double time_s = 0;
-  double energy_j = 0;
-};
 
 class CostModel {
  public:

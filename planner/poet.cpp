@@ -19,7 +19,7 @@ constexpr int kNone = -1;
 class PoetModel {
  public:
   PoetModel(const TrainingGraph& g, const PlanRequest& req)
-      : g_(g), n_(g.size()), objective_(req.objective) {
+      : g_(g), n_(g.size()), late_from_(g.backward_phase_start()), objective_(req.objective) {
     inputs_ = g.inputs();
     users_ = g.users();
     // Scale rows to O(1): memory in budgets, time in deadlines or single passes, energy in
@@ -124,7 +124,8 @@ class PoetModel {
 
     for (int t = 0; t < n_; ++t) {
       for (int i = 0; i <= t; ++i) {
-        const double cost = charge(nodes[i].energy_j, nodes[i].time_s);
+        const NodeCost c = g_.compute_cost(i, t >= late_from_);
+        const double cost = charge(c.energy_j, c.time_s);
         if (i == t) {
           r_[t][i] = m_.add_var(1, 1, cost, MilpModel::VarType::kBinary);
         } else if (req.allowed.recompute) {
@@ -211,7 +212,8 @@ class PoetModel {
     if (std::isfinite(req.deadline_s)) {
       std::vector<std::pair<int, double>> terms;
       for (int t = 0; t < n_; ++t)
-        for (int i = 0; i <= t; ++i) terms.emplace_back(r_[t][i], nodes[i].time_s / req.deadline_s);
+        for (int i = 0; i <= t; ++i)
+          terms.emplace_back(r_[t][i], g_.compute_cost(i, t >= late_from_).time_s / req.deadline_s);
       row(terms, -kInf, 1);
     }
   }
@@ -227,7 +229,8 @@ class PoetModel {
                                 MilpModel::VarType::kContinuous);
       // D >= compute + late page-ins and D >= transfers + late page-ins.
       std::vector<std::pair<int, double>> compute = {{duration_[t], 1}};
-      for (int i = 0; i <= t; ++i) compute.emplace_back(r_[t][i], -nodes[i].time_s * time_scale_);
+      for (int i = 0; i <= t; ++i)
+        compute.emplace_back(r_[t][i], -g_.compute_cost(i, t >= late_from_).time_s * time_scale_);
       std::vector<std::pair<int, double>> transfers = {{duration_[t], 1}};
       for (int i = 0; i < t; ++i) {
         transfers.emplace_back(min_[t][i], -nodes[i].pagein_time_s * time_scale_);
@@ -244,6 +247,7 @@ class PoetModel {
 
   const TrainingGraph& g_;
   int n_;
+  int late_from_ = 0;  ///< stages from here on run in the backward phase's mode
   Objective objective_;
   std::vector<std::vector<int>> inputs_, users_;
   double mem_scale_ = 1;

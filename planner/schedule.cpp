@@ -38,6 +38,8 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
   // when each tensor's RAM copy is complete, on storage, and last touched.
   constexpr double kNever = std::numeric_limits<double>::infinity();
   double handed_out_s = 0, compute_free_s = 0, storage_free_s = 0, dynamic_j = 0;
+  int forward_nodes = 0, forward_computed = 0;
+  for (const auto& node : graph.nodes) forward_nodes += node.phase == NodePhase::kForward ? 1 : 0;
   std::vector<double> ready_s(n, 0), stored_s(n, kNever), touched_s(n, 0);
   auto run = [&](double& unit_free_s, double earliest_s, double duration_s, double energy_j) {
     const double end_s = std::max({handed_out_s, unit_free_s, earliest_s}) + duration_s;
@@ -66,14 +68,18 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
         if (over_budget())
           return reject(s, "computing " + node.name + " needs " + std::to_string(memory) +
                                " bytes, over the budget of " + std::to_string(*budget_bytes));
-        r.compute_time_s += node.time_s;
-        r.energy_j += node.energy_j;
+        // Once every forward node has been computed the backward phase runs (in its own
+        // power mode when the graph has per-phase costs).
+        const NodeCost cost = graph.compute_cost(k, forward_computed == forward_nodes);
+        r.compute_time_s += cost.time_s;
+        r.energy_j += cost.energy_j;
         double inputs_ready_s = 0;
         for (int i : inputs[k]) inputs_ready_s = std::max(inputs_ready_s, ready_s[i]);
-        const double end_s = run(compute_free_s, inputs_ready_s, node.time_s, node.energy_j);
+        const double end_s = run(compute_free_s, inputs_ready_s, cost.time_s, cost.energy_j);
         ready_s[k] = touched_s[k] = end_s;
         for (int i : inputs[k]) touched_s[i] = std::max(touched_s[i], end_s);
         ++(computed[k] ? r.recomputes : r.computes);
+        if (!computed[k] && node.phase == NodePhase::kForward) ++forward_computed;
         computed[k] = 1;
         break;
       }

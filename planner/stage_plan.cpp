@@ -72,6 +72,7 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
   auto charge = [&](double energy_j, double time_s) {
     return total ? graph.dynamic_energy_j(energy_j, time_s) : energy_j;
   };
+  const int late_from = graph.backward_phase_start();
   StagePlanCosts c;
   c.stage_peak_bytes.assign(n, 0);
   c.stage_time_s.assign(n, 0);
@@ -97,8 +98,9 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
     int64_t peak = u;
     for (int k = 0; k <= t; ++k) {
       if (!p.compute[t][k]) continue;
-      c.energy_j += charge(graph.nodes[k].energy_j, graph.nodes[k].time_s);
-      stage_compute_s += graph.nodes[k].time_s;
+      const NodeCost cost = graph.compute_cost(k, t >= late_from);
+      c.energy_j += charge(cost.energy_j, cost.time_s);
+      stage_compute_s += cost.time_s;
       u += static_cast<int64_t>(graph.nodes[k].output_bytes);
       peak = std::max(peak, u);
       for (int i : inputs[k])

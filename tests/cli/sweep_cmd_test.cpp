@@ -1,9 +1,12 @@
 #include "cli/sweep_cmd.h"
 
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "cli/plan_cmd.h"
@@ -95,6 +98,61 @@ TEST(Sweep, OnBusyCoresACappedModeSavesEnergyAndAutoPicksItWhenTheDeadlineAllows
   const PlanOutcome tight = plan(plan_args, false);
   EXPECT_EQ(tight.power_mode, "MAXN") << "the capped modes miss a deadline of 1.2 passes at full speed";
   EXPECT_FALSE(tight.modes[2].energy_j);
+  EXPECT_EQ(tight.modes.size(), 3U) << "nvpmodel switches too slowly to change modes within an iteration";
+  EXPECT_NE(tight.per_phase_note.find("switching takes 0.2 s each way"), std::string::npos) << tight.per_phase_note;
+  fs::remove_all(dir);
+}
+
+// Per-phase modes: a Pi 4 switches cpufreq in 355 us, so --power-mode auto also tries the
+// forward pass in one mode and the backward pass in another. With a deadline between the
+// capped mode's time and full speed's, a mixed pair meets it for less energy than full speed.
+TEST(Sweep, WhereTheBoardSwitchesCheaplyAutoMixesModesPerPhaseToMeetADeadlineForLessEnergy) {
+  const fs::path dir = fs::temp_directory_path() / ("ergon-sweep-phases-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  SweepArgs args;
+  args.board = "pi4";
+  args.sim = true;
+  args.threads = 4;
+  args.db = (dir / "lab.db").string();
+  std::ostringstream progress;
+  sweep_modes(args, progress);
+
+  PlanArgs plan_args;
+  plan_args.model = "resnet18-cifar";
+  plan_args.board = "pi4";
+  plan_args.budget = "100%";
+  plan_args.db = args.db;
+  plan_args.power_mode = "auto";
+  const PlanOutcome free = plan(plan_args, false);
+  EXPECT_EQ(free.modes.size(), 9U) << "3 modes and 6 pairs";
+  EXPECT_TRUE(free.per_phase_note.empty());
+  std::map<std::string, std::pair<double, double>> figures;  // energy, time
+  for (const auto& m : free.modes) {
+    ASSERT_TRUE(m.energy_j) << m.mode << ": " << m.why;
+    figures[m.mode] = {*m.energy_j, *m.time_s};
+  }
+  EXPECT_EQ(free.power_mode, "1000MHz") << "without a deadline the capped mode throughout is cheapest";
+  const auto fast = figures.at("1500MHz"), capped = figures.at("1000MHz"), mixed = figures.at("1500MHz/1000MHz");
+  ASSERT_LT(capped.first, fast.first);
+  ASSERT_LT(fast.second, mixed.second);
+  ASSERT_LT(mixed.second, capped.second);
+  EXPECT_LT(mixed.first, fast.first) << "the backward pass capped saves energy too";
+
+  // Between the mixed pair's time and the capped mode's: the capped mode misses it.
+  plan_args.deadline = fmt::format("{:.9g}s", (mixed.second + capped.second) / 2);
+  const PlanOutcome tight = plan(plan_args, false);
+  EXPECT_EQ(tight.power_mode, "1500MHz/1000MHz");
+  EXPECT_NEAR(tight.switch_time_s, 2 * 355e-6, 1e-9);
+  EXPECT_GT(tight.switch_energy_j, 0);
+  for (const auto& m : tight.modes) {
+    if (m.mode == "1000MHz") {
+      EXPECT_FALSE(m.energy_j) << "the capped mode throughout misses the deadline";
+    }
+  }
+  // The chosen schedule replays within the deadline, switches included.
+  ASSERT_TRUE(tight.sim);
+  EXPECT_LE(planner::deadline_time_s(*tight.sim, tight.request.objective) + tight.switch_time_s,
+            (mixed.second + capped.second) / 2 * (1 + 1e-9));
   fs::remove_all(dir);
 }
 

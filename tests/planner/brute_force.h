@@ -120,8 +120,9 @@ class BruteForce {
               resident |= 1U << k;
               mem += g_.nodes[k].output_bytes;
               ok = mem <= budget_;
-              compute_s += g_.nodes[k].time_s;
-              energy += charge(g_.nodes[k].energy_j, g_.nodes[k].time_s);
+              const NodeCost cost = g_.compute_cost(k, t >= g_.backward_phase_start());
+              compute_s += cost.time_s;
+              energy += charge(cost.energy_j, cost.time_s);
               std::vector<int> candidates = in_[k];
               candidates.push_back(k);
               for (int i : candidates) {

@@ -89,6 +89,76 @@ TEST_P(AgainstBruteForce, OptimalEnergyMatchesExhaustiveSearchAtEveryBudget) {
 
 INSTANTIATE_TEST_SUITE_P(RandomGraphs, AgainstBruteForce, ::testing::Values(1U, 2U, 3U, 4U, 5U, 7U, 8U));
 
+/// The graph with its backward phase in a mode `speed` times as fast drawing `power` times
+/// the power: the loss and backward nodes cost that, and so does recomputing a forward node.
+TrainingGraph with_backward_mode(TrainingGraph g, double speed, double power) {
+  g.late_costs.clear();
+  for (auto& node : g.nodes) {
+    const NodeCost late{node.time_s / speed, node.energy_j * power / speed};
+    g.late_costs.push_back(late);
+    if (node.phase != NodePhase::kForward) {
+      node.time_s = late.time_s;
+      node.energy_j = late.energy_j;
+    }
+  }
+  g.validate();
+  return g;
+}
+
+// Per-phase power modes: recomputations in the backward pass cost the backward mode's
+// energy. With a backward mode that makes computing much cheaper the optimum recomputes
+// where one mode would page; the MILP, the exhaustive search and the simulator agree.
+TEST_P(AgainstBruteForce, PerPhaseModesChargeRecomputationsAtTheBackwardModesCost) {
+  const uint32_t seed = GetParam();
+  const auto g = with_backward_mode(build_training_graph(random_forward(3, seed, seed % 2 == 0), LinearCosts()),
+                                    0.5, 0.2);
+  auto solver = make_cbc_solver();
+  const uint64_t lo = g.min_working_set_bytes();
+  const uint64_t hi = g.store_all_peak_bytes();
+  int solved = 0;
+  for (int step = 0; step <= 3; ++step) {
+    const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 3;
+    for (double deadline_factor : {1e9, 1.3}) {
+      const double deadline = g.single_pass_time_s() * deadline_factor;
+      const double truth = BruteForce(g, budget, deadline).min_energy();
+      const auto req = request(budget, deadline);
+      const auto r = plan_poet(g, req, *solver);
+      SCOPED_TRACE("budget " + std::to_string(budget) + " deadline x" + std::to_string(deadline_factor));
+      if (std::isinf(truth)) {
+        EXPECT_EQ(r.status, ModelStatus::kInfeasible);
+        continue;
+      }
+      ASSERT_EQ(r.status, ModelStatus::kOptimal) << r.why;
+      EXPECT_NEAR(r.objective_j, truth, 1e-6 * truth);
+      expect_claims_hold(g, r, req);
+      ++solved;
+    }
+  }
+  EXPECT_GE(solved, 4);
+}
+
+TEST(PerPhaseModes, TheSimulatorChargesComputesAfterTheForwardPassAtTheBackwardModesCost) {
+  const auto one = build_training_graph(random_forward(3, 1, false), LinearCosts());
+  const auto g = with_backward_mode(one, 0.5, 0.2);
+  // Forward 0 1 2, loss 3, recompute 0 and 1 during the backward pass, backward 4 5 6.
+  Schedule s;
+  for (int k : {0, 1, 2, 3}) s.steps.push_back({StepKind::kCompute, k});
+  s.steps.push_back({StepKind::kFree, 0});
+  s.steps.push_back({StepKind::kFree, 1});
+  for (int k : {0, 1}) s.steps.push_back({StepKind::kCompute, k});
+  for (int k : {4, 5, 6}) s.steps.push_back({StepKind::kCompute, k});
+  const ScheduleReport r = simulate(g, s);
+  ASSERT_TRUE(r.valid) << r.error;
+  EXPECT_EQ(r.recomputes, 2);
+  double expected_j = 0;
+  for (int k = 0; k < 3; ++k) expected_j += one.nodes[k].energy_j;        // forward, its own mode
+  for (int k = 3; k < 7; ++k) expected_j += one.nodes[k].energy_j * 0.4;  // loss and backward
+  for (int k : {0, 1}) expected_j += one.nodes[k].energy_j * 0.4;         // recomputed late
+  EXPECT_NEAR(r.energy_j, expected_j, 1e-12 * expected_j);
+  EXPECT_NEAR(g.single_pass_energy_j(), expected_j - 0.4 * (one.nodes[0].energy_j + one.nodes[1].energy_j),
+              1e-12 * expected_j);
+}
+
 // Under the total objective a schedule's claims are upper bounds on what the simulator's
 // timed replay measures: it may overlap a stage's transfers with the next stage's computes.
 void expect_total_claims_hold(const TrainingGraph& g, const PlanResult& r, const PlanRequest& req) {
