@@ -188,7 +188,7 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
 
 namespace {
 
-PlanOutcome plan_every_mode(const PlanArgs& args) {
+PlanOutcome plan_every_mode(const PlanArgs& args, bool live_progress) {
   const auto board = devices::find_board(args.board);
   if (!board) throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
   std::vector<std::string> modes;
@@ -225,9 +225,11 @@ PlanOutcome plan_every_mode(const PlanArgs& args) {
   std::optional<PlanOutcome> best;
   std::optional<double> best_j;
   std::vector<PlanOutcome::ModeTried> tried;
-  for (const auto& mode : candidates) {
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    const std::string& mode = candidates[k];
+    if (live_progress) std::cerr << fmt::format("planning in mode {} ({} of {})\n", mode, k + 1, candidates.size());
     a.power_mode = mode;
-    PlanOutcome o = plan(a, false);
+    PlanOutcome o = plan(a, live_progress);
     PlanOutcome::ModeTried t{mode, std::nullopt, std::nullopt, o.result.why};
     if (o.sim) {
       t.energy_j = planner::objective_energy_j(*o.sim, o.request.objective) + o.switch_energy_j;
@@ -252,7 +254,7 @@ PlanOutcome plan_every_mode(const PlanArgs& args) {
 }  // namespace
 
 PlanOutcome plan(const PlanArgs& args, bool live_progress) {
-  if (args.power_mode == "auto") return plan_every_mode(args);
+  if (args.power_mode == "auto") return plan_every_mode(args, live_progress);
   parse_objective(args.objective);  // a typo fails before the graph is built
   PlanOutcome o;
   o.graph = load_graph(args, &o.cost_source);
@@ -377,7 +379,7 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
   // A fallback is a warning: stderr, so that scripts reading stdout still see it on a terminal.
   (o.cost_source.starts_with("warning") ? std::cerr : out) << o.cost_source << "\n";
   if (!o.modes.empty()) {
-    out << fmt::format("power mode: {} (the least energy of {} modes tried)\n", o.power_mode, o.modes.size());
+    out << fmt::format("power mode: {} (the least energy of the {} modes and per-phase pairs tried)\n", o.power_mode, o.modes.size());
     for (const auto& m : o.modes)
       out << fmt::format("  {:<16} {}\n", m.mode,
                          m.energy_j ? fmt::format("{:.6g} J, {:.6g} s", *m.energy_j, *m.time_s)

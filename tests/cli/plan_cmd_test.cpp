@@ -96,7 +96,9 @@ TEST(PlanCommand, AutoPowerModeKeepsTheLeastEnergyAndRefusesModesTooSlowForTheDe
   args.time_limit_s = 5;
   args.power_mode = "auto";
   const PlanOutcome free = plan(args, false);
-  ASSERT_EQ(free.modes.size(), 3U);  // 1500MHz, 1000MHz, 600MHz
+  // 1500MHz, 1000MHz, 600MHz, then the six forward/backward pairs (cpufreq switches fast).
+  ASSERT_EQ(free.modes.size(), 9U);
+  EXPECT_EQ(free.modes[3].mode, "1500MHz/1000MHz");
   std::optional<double> least;
   std::string least_mode;
   for (const auto& m : free.modes) {
