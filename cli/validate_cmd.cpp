@@ -109,6 +109,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     PlanArgs graph_args;
     graph_args.model = row->model;
     graph_args.board = row->board_kind;
+    graph_args.power_mode = row->power_mode;
     if (row->board_name == "measured") graph_args.db = args.db;
     o.graph = load_graph(graph_args, &o.cost_source);
     if (graph_digest(o.graph) != row->graph_digest)
@@ -138,6 +139,11 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   }
   const auto& g = o.graph;
   const std::string board_name = row->board_kind;
+  // The mode the plan's costs are of: the board runs the schedule in it.
+  const std::string run_mode = row->power_mode;
+  if (split_phases(run_mode))
+    throw InputError("a per-phase plan (" + run_mode + ") cannot be validated: a board switches modes only "
+                     "between runs; validate each mode's plan (--power-mode MODE)");
   for (const auto& node : g.nodes)
     if (node.flops == 0 && node.bytes_touched == 0 && node.time_s > 0)
       throw InputError("the graph carries no FLOP or byte counts (a graph JSON file?): a board "
@@ -175,6 +181,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     std::unique_ptr<LocalAgent> agent;
     if (!args.port.empty()) {
       rec.ports = {args.port};
+      rec.options.power_mode = run_mode;  // switched first when the board is in another
     } else if (args.execute) {
       agent = std::make_unique<LocalAgent>();
       rec.ports = {agent->link()};
@@ -182,7 +189,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
       const auto board = devices::find_board(board_name);
       if (!board) throw InputError("unknown board '" + board_name + "'");
       sim = devices::SimServer::open_pty(
-          *board, devices::SimServerOptions{.speed = 0, .seed = 1, .power_mode = args.plan.power_mode});
+          *board, devices::SimServerOptions{.speed = 0, .seed = 1, .power_mode = run_mode});
       sim->start();
       rec.ports = {sim->link_name()};
     }

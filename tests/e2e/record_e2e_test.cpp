@@ -447,6 +447,40 @@ TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsS
   EXPECT_THROW(cli::validate(missing, progress), InputError);
 }
 
+// A plan made in a power mode is run in that mode, again when validated by id; a per-phase
+// plan cannot be (a board switches modes between runs only) and says so.
+TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
+  cli::ValidateArgs args;
+  args.plan.model = "mlp";
+  args.plan.board = "pi4";
+  args.plan.budget = "50%";
+  args.plan.gap = 0.01;
+  args.plan.time_limit_s = 5;
+  args.plan.power_mode = "600MHz";
+  args.db = db_path().string();
+  std::ostringstream progress;
+  const cli::ValidateOutcome o = cli::validate(args, progress);
+  EXPECT_NEAR(o.measured_time_s, o.predicted_time_s, 0.005 * o.predicted_time_s) << "the board ran at 600 MHz";
+  cli::ValidateArgs again;
+  again.db = db_path().string();
+  again.plan_id = o.plan_id;
+  const cli::ValidateOutcome o2 = cli::validate(again, progress);
+  EXPECT_DOUBLE_EQ(o2.predicted_energy_j, o.predicted_energy_j);
+  EXPECT_NEAR(o2.measured_time_s, o.measured_time_s, 0.005 * o.measured_time_s);
+  {
+    auto db = costdb::Database::open_read_only(db_path());
+    EXPECT_EQ(costdb::find_run(db, o2.run_id)->power_mode, "600MHz");
+  }
+  args.plan.power_mode = "1500MHz/600MHz";
+  try {
+    cli::validate(args, progress);
+    ADD_FAILURE() << "a per-phase plan cannot be run in one mode";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("a board switches modes only between runs"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(RecordEndToEnd, ProfilingAModelsOwnShapesMeasuresEveryNodeThePlannerCosts) {
   const auto board = *devices::find_board("pi4");
   const auto graph =
