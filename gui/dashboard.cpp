@@ -45,6 +45,7 @@ std::optional<ScheduleCompareView::Side> side_of(const costdb::PlanRow& row, con
     cli::PlanArgs args;
     args.model = row.model;
     args.board = row.board_kind;
+    args.power_mode = row.power_mode;  // the costs it was planned on
     if (row.board_name == "measured") args.db = db;
     ScheduleCompareView::Side side;
     side.graph = cli::load_graph(args);
