@@ -315,6 +315,8 @@ int main(int argc, char** argv) {
   std::string runs_db = "ergon.db";
   auto* runs_cmd = app.add_subcommand("runs", "list the recorded runs");
   runs_cmd->add_option("--db", runs_db, "database file")->capture_default_str();
+  int64_t runs_events = 0;
+  runs_cmd->add_option("--events", runs_events, "print this run's event log (warnings, power-mode switches, board logs)");
 
   std::string export_db = "ergon.db";
   int64_t export_run = 0;
@@ -635,6 +637,13 @@ int main(int argc, char** argv) {
     }
     if (*runs_cmd) {
       auto db = costdb::Database::open_read_only(runs_db);
+      if (runs_events > 0) {
+        if (!costdb::find_run(db, runs_events))
+          throw InputError(fmt::format("no run {} in {}", runs_events, runs_db));
+        for (const auto& e : costdb::list_events(db, runs_events))
+          std::cout << fmt::format("{:<16} {}\n", e.kind, e.text);
+        return 0;
+      }
       print_runs(db, std::cout);
       return 0;
     }

@@ -142,6 +142,24 @@ devices::ProfilePlan schedule_plan(const planner::TrainingGraph& g, const planne
   return plan;
 }
 
+uint32_t backward_phase_entry(const planner::TrainingGraph& g, const planner::Schedule& s) {
+  std::size_t forward_left = 0;
+  for (const auto& node : g.nodes) forward_left += node.phase == planner::NodePhase::kForward ? 1 : 0;
+  std::vector<char> computed(g.nodes.size(), 0);
+  uint32_t entry = 0;
+  for (const planner::Step& step : s.steps) {
+    if (forward_left == 0) return entry;
+    if (step.kind == planner::StepKind::kFree) continue;
+    ++entry;
+    const auto k = static_cast<std::size_t>(step.node);
+    if (step.kind == planner::StepKind::kCompute && computed[k] == 0) {
+      computed[k] = 1;
+      if (g.nodes[k].phase == planner::NodePhase::kForward) --forward_left;
+    }
+  }
+  return entry;
+}
+
 devices::ProfilePlan model_profile_plan(const planner::TrainingGraph& g, uint32_t seed) {
   devices::ProfilePlan plan;
   constexpr uint32_t kIdleUs = 200'000;

@@ -29,4 +29,9 @@ devices::ProfilePlan model_profile_plan(const planner::TrainingGraph& graph, uin
 devices::ProfilePlan schedule_plan(const planner::TrainingGraph& graph,
                                    const planner::Schedule& schedule);
 
+/// The first entry of schedule_plan(graph, schedule) in the backward phase: the entry after
+/// the one that computes the last forward node not yet computed (where the simulator starts
+/// charging per-phase modes' backward costs). The entry count when there is none.
+uint32_t backward_phase_entry(const planner::TrainingGraph& graph, const planner::Schedule& schedule);
+
 }  // namespace ergon::cli

@@ -139,11 +139,17 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   }
   const auto& g = o.graph;
   const std::string board_name = row->board_kind;
-  // The mode the plan's costs are of: the board runs the schedule in it.
-  const std::string run_mode = row->power_mode;
-  if (split_phases(run_mode))
-    throw InputError("a per-phase plan (" + run_mode + ") cannot be validated: a board switches modes only "
-                     "between runs; validate each mode's plan (--power-mode MODE)");
+  // The mode the plan's costs are of: the board runs the schedule in it. Per-phase plans
+  // start in the forward pass's mode and switch where the backward phase begins.
+  std::string run_mode = row->power_mode;
+  std::optional<devices::RecordOptions::PhaseSwitch> phase_switch;
+  if (const auto phases = split_phases(run_mode)) {
+    if (args.execute)
+      throw InputError("a per-phase plan (" + run_mode + ") is validated by timing its steps, not by executing "
+                       "them: drop --execute");
+    run_mode = phases->first;
+    phase_switch = devices::RecordOptions::PhaseSwitch{phases->second, backward_phase_entry(o.graph, o.schedule)};
+  }
   for (const auto& node : g.nodes)
     if (node.flops == 0 && node.bytes_touched == 0 && node.time_s > 0)
       throw InputError("the graph carries no FLOP or byte counts (a graph JSON file?): a board "
@@ -171,6 +177,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     rec.options.plan = plan_steps;
     rec.options.mode = devices::protocol::StartMode::kSchedule;
     rec.options.expected_board = devices::find_board(board_name);
+    rec.options.phase_modes = phase_switch;
     if (args.execute) {
       rec.options.mode = devices::protocol::StartMode::kExecute;
       devices::ExecuteRequest e{.model = model, .batch = static_cast<uint16_t>(batch), .seed = 1, .steps = {}};

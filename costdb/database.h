@@ -130,6 +130,15 @@ struct RunSummary {
 
 std::vector<RunSummary> list_runs(Database& db);
 std::optional<RunSummary> find_run(Database& db, int64_t run_id);
+
+/// A line of a run's event log: what the host and the board said while it was recorded.
+struct RunEvent {
+  int64_t host_ns = 0;  ///< wall clock
+  std::string kind;     ///< "power-mode", "warning", "device-info", "failed", ...
+  std::string text;
+};
+/// The run's events in the order they were stored (empty for an unknown run).
+std::vector<RunEvent> list_events(Database& db, int64_t run_id);
 /// Records that `logger_run_id` (a power logger's run) measured run_id's board. Throws
 /// InputError when either run does not exist or the logger's run is the board's own.
 void set_power_run(Database& db, int64_t run_id, int64_t logger_run_id);

@@ -210,6 +210,17 @@ std::optional<RunSummary> find_run(Database& db, int64_t run_id) {
   return run;
 }
 
+std::vector<RunEvent> list_events(Database& db, int64_t run_id) {
+  Database::Impl& impl = db.impl();
+  detail::Statement q(impl.db, "SELECT host_ns, kind, text FROM run_events WHERE run_id = ?1 ORDER BY rowid",
+                      impl.path);
+  q.bind(1, run_id);
+  std::vector<RunEvent> out;
+  while (q.step("cannot read the events of run " + std::to_string(run_id)))
+    out.push_back({q.column_int64(0), std::string(q.column_text(1)), std::string(q.column_text(2))});
+  return out;
+}
+
 void set_power_run(Database& db, int64_t run_id, int64_t logger_run_id) {
   for (int64_t id : {run_id, logger_run_id})
     if (!find_run(db, id))

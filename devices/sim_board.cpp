@@ -6,6 +6,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 namespace ergon::devices {
 namespace {
@@ -150,6 +151,12 @@ void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
       send(pong, out);
       return;
     }
+    case proto::MsgType::kPhaseModes: {
+      proto::PhaseModes phases;
+      if (!proto::parse_message(frame, phases)) break;
+      pending_phases_ = phases;
+      return;
+    }
     case proto::MsgType::kSetPowerMode: {
       proto::SetPowerMode request;
       if (!proto::parse_message(frame, request)) break;
@@ -203,6 +210,13 @@ void SimBoard::start_run(const proto::Start& start, int64_t now_ns, std::vector<
     return refuse("start refused: expected " + std::to_string(start.op_count) +
                   " plan ops, received " + std::to_string(pending_plan_.size()));
 
+  phases_ = std::exchange(pending_phases_, std::nullopt);
+  phase_switched_ = false;
+  started_in_.reset();
+  if (phases_ && !in_mode(base_, phases_->backward))
+    return refuse(std::string("start refused: no power mode '") + phases_->backward + "' for the backward phase (" +
+                  power_mode_names(base_) + ")");
+  if (phases_) started_in_ = board_;
   plan_ = std::move(pending_plan_);
   pending_plan_.clear();
   start_ = start;
@@ -228,6 +242,20 @@ bool SimBoard::next_segment(int64_t begin_ns) {
   const PlannedOp& op = plan_[op_index_];
   Segment s;
   s.begin_ns = begin_ns;
+  if (phases_ && !phase_switched_ && op_index_ >= phases_->switch_at && !in_gap_ && window_ == 0 &&
+      !warmed_up_) {
+    // Per-phase modes: the board idles while it switches, then runs the rest in the new mode.
+    phase_switched_ = true;
+    const bool change = phases_->backward != board_.power_mode;
+    board_ = with_threads(*in_mode(base_, phases_->backward), options_.threads);
+    s.is_switch = true;
+    s.phase = Phase::kIdle;
+    s.power_w = board_.idle_w;
+    s.end_ns = begin_ns + (change ? std::llround(base_.mode_switch_s * 1e9) : 0) + 1;
+    cold_ = true;
+    segment_ = s;
+    return true;
+  }
   if (in_gap_) {
     s.is_span = false;
     s.phase = Phase::kIdle;
@@ -328,7 +356,7 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
   // Advance the plan cursor: (warm-up ->) window -> gap -> next window ... -> next op -> next
   // loop.
   const PlannedOp& op = plan_[op_index_];
-  if (s.is_warmup) {
+  if (s.is_warmup || s.is_switch) {
     // the window itself comes next
   } else if (!in_gap_ && op.idle_after_us > 0) {
     in_gap_ = true;
@@ -381,6 +409,8 @@ void SimBoard::end_run(proto::RunEnd end, std::vector<uint8_t>& out) {
   last_end_ = end;
   running_ = false;
   plan_.clear();
+  if (started_in_) board_ = *std::exchange(started_in_, std::nullopt);  // back to the run's first mode
+  phases_.reset();
 }
 
 }  // namespace ergon::devices

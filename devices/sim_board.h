@@ -96,6 +96,7 @@ class SimBoard {
   struct Segment {
     bool is_span = false;
     bool is_warmup = false;  ///< untimed runs before a window: the plan cursor stays
+    bool is_switch = false;  ///< the board switching power modes mid-run: the cursor stays
     uint32_t op_id = 0;
     profiler::Phase phase = profiler::Phase::kIdle;
     uint32_t repetitions = 1;
@@ -128,6 +129,11 @@ class SimBoard {
   uint64_t tx_seq_count_ = 0;
 
   std::vector<PlannedOp> pending_plan_;
+  /// Per-phase modes for the next run (PhaseModes), then for the running one; the mode the
+  /// run started in, to switch back to; whether the switch has happened.
+  std::optional<protocol::PhaseModes> pending_phases_, phases_;
+  std::optional<BoardProfile> started_in_;
+  bool phase_switched_ = false;
   std::vector<PlannedOp> plan_;
   protocol::Start start_{};
   bool running_ = false;

@@ -15,11 +15,13 @@
 #include <bit>
 #include <cerrno>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -140,6 +142,8 @@ struct Commands {
   std::optional<proto::ExecuteModel> model;
   std::vector<planner::Step> steps;
   std::vector<char> step_received;
+  /// Per-phase modes for the next Start (PhaseModes).
+  std::optional<proto::PhaseModes> phases;
 };
 
 /// The schedule a Start in mode kExecute runs.
@@ -181,6 +185,7 @@ class Agent {
       proto::Start start;
       std::vector<PlannedOp> plan;
       Execution execution;
+      std::optional<proto::PhaseModes> phases;
       {
         std::unique_lock lock(commands.m);
         commands.cv.wait_for(lock, std::chrono::milliseconds(50),
@@ -190,6 +195,7 @@ class Agent {
         commands.start.reset();
         plan = std::move(commands.pending);
         commands.pending.clear();
+        phases = std::exchange(commands.phases, std::nullopt);
         commands.stop = false;
         if (start.mode == proto::StartMode::kExecute) {
           execution.model = commands.model;
@@ -201,7 +207,7 @@ class Agent {
           commands.step_received.clear();
         }
       }
-      run_plan(link, commands, start, plan, execution);
+      run_plan(link, commands, start, plan, execution, phases);
     }
     link.mark_broken();
     reader.join();
@@ -313,6 +319,13 @@ class Agent {
         commands.cv.notify_all();
         return;
       }
+      case proto::MsgType::kPhaseModes: {
+        proto::PhaseModes phases;
+        if (!proto::parse_message(frame, phases)) return;
+        std::lock_guard lock(commands.m);
+        if (!running_) commands.phases = phases;
+        return;
+      }
       case proto::MsgType::kSetPowerMode: {
         proto::SetPowerMode request;
         if (!proto::parse_message(frame, request)) return;
@@ -341,7 +354,8 @@ class Agent {
   }
 
   void run_plan(Connection& link, Commands& commands, const proto::Start& start,
-                const std::vector<PlannedOp>& plan, const Execution& execution) {
+                const std::vector<PlannedOp>& plan, const Execution& execution,
+                const std::optional<proto::PhaseModes>& phases) {
     proto::RunDone done{.run_tag = start.run_tag};
     if (plan.empty() || plan.size() != start.op_count) {
       done.end = proto::RunEnd::kFailed;
@@ -365,14 +379,34 @@ class Agent {
     };
     Outcome outcome;
     const bool execute = start.mode == proto::StartMode::kExecute;
+    // Per-phase modes: switch before entry switch_at, and back to this mode after the run.
+    const std::string started_in = phases ? current_power_mode(options_) : std::string();
+    bool switched = false;
+    auto before_entry = [&](std::size_t entry) {
+      if (!phases || switched || entry < phases->switch_at) return;
+      switched = true;
+      const proto::PowerModeSet set = set_power_mode(options_, phases->backward);
+      if (set.status != proto::PowerModeStatus::kOk)
+        throw DeviceError(std::string("cannot switch to ") + phases->backward + " for the backward phase: " + set.detail);
+      char line[96];
+      std::snprintf(line, sizeof line, "backward phase from entry %zu in %s (switched in %.3f ms)", entry,
+                    phases->backward, static_cast<double>(set.switch_ns) * 1e-6);
+      log(link, proto::LogLevel::kInfo, line);
+    };
     try {
+      if (execute && phases) throw InputError("per-phase modes apply to timed schedules, not executed ones");
       outcome = execute ? execute_schedule(link, start, plan, execution, stopped)
-                        : time_windows(link, start, plan, stopped, outcome);
+                        : time_windows(link, start, plan, stopped, outcome, before_entry);
     } catch (const Error& e) {
       // A plan the board cannot run (an op without its dimensions, a full disk): the run
       // fails with the reason, and the agent waits for the next one.
       log(link, proto::LogLevel::kError, std::string(execute ? "execute: " : "run: ") + e.what());
       outcome.failed = true;
+    }
+    if (switched && !started_in.empty()) {
+      const proto::PowerModeSet back = set_power_mode(options_, started_in);
+      if (back.status != proto::PowerModeStatus::kOk)
+        log(link, proto::LogLevel::kWarning, std::string("could not switch back to ") + started_in + ": " + back.detail);
     }
     sampling = false;
     if (sampler.joinable()) sampler.join();
@@ -410,12 +444,14 @@ class Agent {
 
   /// Profile plans and schedules run by their work: each entry in windows of repetitions.
   /// `o` counts the spans sent as they go, so a failure part-way still reports them.
-  template <class Stopped>
+  template <class Stopped, class BeforeEntry>
   Outcome time_windows(Connection& link, const proto::Start& start, const std::vector<PlannedOp>& plan,
-                       const Stopped& stopped, Outcome& o) {
+                       const Stopped& stopped, Outcome& o, const BeforeEntry& before_entry) {
     const auto min_window_ns = static_cast<int64_t>(start.min_window_us) * 1000;
     for (uint32_t loop = 0; !o.interrupted && (start.loops == 0 || loop < start.loops); ++loop) {
-      for (const PlannedOp& op : plan) {
+      for (std::size_t entry = 0; entry < plan.size(); ++entry) {
+        const PlannedOp& op = plan[entry];
+        before_entry(entry);
         for (uint16_t w = 0; w < op.windows && !o.interrupted; ++w) {
           if ((o.interrupted = stopped())) break;
           for (uint16_t i = 0; i < op.warmup_reps; ++i) runner_.run(op.shape, op.phase);

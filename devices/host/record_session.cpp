@@ -324,6 +324,12 @@ void RecordSession::start_plan(std::vector<uint8_t>& out) {
       send(chunk, out);
     }
   }
+  if (options_.phase_modes) {
+    proto::PhaseModes phases;
+    proto::copy_text(phases.backward, options_.phase_modes->backward.c_str());
+    phases.switch_at = options_.phase_modes->switch_at;
+    send(phases, out);
+  }
   proto::Start start;
   start.run_tag = run_tag_;
   start.mode = options_.mode;

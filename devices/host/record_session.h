@@ -110,6 +110,13 @@ struct RecordOptions {
   /// session fails, recording nothing, when the board cannot. Empty: the mode it is in.
   std::string power_mode;
   double mode_switch_timeout_s = 30;    ///< nvpmodel may take seconds
+  /// Per-phase modes (protocol v4 PhaseModes): from plan entry `switch_at` on the board runs
+  /// in mode `backward`, and switches back when the run ends.
+  struct PhaseSwitch {
+    std::string backward;
+    uint32_t switch_at = 0;
+  };
+  std::optional<PhaseSwitch> phase_modes;
   int initial_syncs = 8;                ///< exchanges before and after the run
   double sync_interval_s = 1.0;         ///< exchanges during the run
   double handshake_timeout_s = 5.0;

@@ -46,6 +46,7 @@ enum class MsgType : uint8_t {
   kExecuteModel = 0x87,   ///< since v3
   kScheduleSteps = 0x88,  ///< since v3
   kSetPowerMode = 0x89,   ///< since v4
+  kPhaseModes = 0x8A,     ///< since v4
 };
 
 /// A decoded frame. `payload` points into the decoder's buffer and is valid only during the

@@ -589,4 +589,24 @@ struct PowerModeSet {
   }
 };
 
+/// Host -> device (since v4): per-phase power modes for the next run. From plan entry
+/// `switch_at` on (the entries of a training schedule after its forward pass), the board runs
+/// in mode `backward`; it switches back to the mode it started in when the run ends. Applies
+/// to the next Start only.
+struct PhaseModes {
+  static constexpr MsgType kType = MsgType::kPhaseModes;
+  char backward[kNameBytes + 1] = {};
+  uint32_t switch_at = 0;
+  bool write(Writer& w) const {
+    w.text(backward, kNameBytes);
+    w.u32(switch_at);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    r.text(backward, kNameBytes);
+    switch_at = r.u32();
+    return r.ok() && backward[0] != '\0';
+  }
+};
+
 }  // namespace ergon::devices::protocol

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -347,6 +348,25 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
     EXPECT_EQ(costdb::list_runs(db).back().power_mode, mode);
     EXPECT_TRUE(costdb::measured_mode_switch_s(db, "pi4"));
   }
+  // Per-phase modes within one run: 1000 MHz from the second entry on, then back.
+  req.options.power_mode = "1500MHz";
+  req.options.plan->ops.push_back(req.options.plan->ops.front());
+  req.options.plan->ops.back().op_id = 2;
+  req.options.phase_modes = devices::RecordOptions::PhaseSwitch{"1000MHz", 1};
+  const auto phased = cli::record_boards(req, out, interrupts);
+  ASSERT_EQ(phased[0].state, devices::SessionState::kCompleted) << phased[0].error;
+  {
+    auto db = costdb::Database::open(req.db_path);
+    const auto events = costdb::list_events(db, *phased[0].run_id);
+    EXPECT_TRUE(std::any_of(events.begin(), events.end(), [](const auto& e) {
+      return e.text.find("backward phase from entry 1 in 1000MHz") != std::string::npos;
+    }));
+    std::ifstream cpu0(dir / "sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq");
+    std::string khz;
+    cpu0 >> khz;
+    EXPECT_EQ(khz, "1500000") << "back in the mode the run started in";
+  }
+  req.options.phase_modes.reset();
   req.options.power_mode = "2000MHz";
   const auto refused = cli::record_boards(req, out, interrupts);
   ASSERT_EQ(refused.size(), 1U);
@@ -357,7 +377,7 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
   EXPECT_FALSE(refused[0].run_id);
   {
     auto db = costdb::Database::open(req.db_path);
-    EXPECT_EQ(costdb::list_runs(db).size(), 2U) << "the refused run left nothing behind";
+    EXPECT_EQ(costdb::list_runs(db).size(), 3U) << "the refused run left nothing behind";
   }
   stop = true;
   agent.join();

@@ -51,6 +51,7 @@ void parse_all(const proto::Frame& f) {
   check_round_trip<proto::ExecutionReport>(f);
   check_round_trip<proto::SetPowerMode>(f);
   check_round_trip<proto::PowerModeSet>(f);
+  check_round_trip<proto::PhaseModes>(f);
 }
 
 }  // namespace

@@ -104,4 +104,11 @@ inline PowerModeSet sample_power_mode_set() {
   return m;
 }
 
+inline PhaseModes sample_phase_modes() {
+  PhaseModes m;
+  copy_text(m.backward, "1000MHz");
+  m.switch_at = 57;
+  return m;
+}
+
 }  // namespace ergon::devices::protocol::testing

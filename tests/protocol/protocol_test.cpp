@@ -21,6 +21,7 @@ using testing::sample_plan_op;
 using testing::sample_span;
 using testing::sample_execute_model;
 using testing::sample_execution_report;
+using testing::sample_phase_modes;
 using testing::sample_power_mode_set;
 using testing::sample_set_power_mode;
 using testing::sample_schedule_steps;
@@ -169,6 +170,9 @@ TEST(Messages, EveryMessageRoundTripsWithAllFields) {
   EXPECT_STREQ(ps.mode, "MAXN");
   EXPECT_EQ(ps.switch_ns, 1'250'000U);
   EXPECT_STREQ(ps.detail, "nvpmodel -m 3 needs root: run ergon-agent with sudo");
+  const PhaseModes pm = round_trip(sample_phase_modes());
+  EXPECT_STREQ(pm.backward, "1000MHz");
+  EXPECT_EQ(pm.switch_at, 57U);
 }
 
 TEST(Messages, PowerModeRequestsNeedAModeAndAnswersAKnownStatus) {
@@ -356,6 +360,7 @@ std::vector<Golden> golden_messages() {
       {"execution_report.bin", encode(sample_execution_report(), 7)},
       {"set_power_mode.bin", encode(sample_set_power_mode(), 8)},
       {"power_mode_set.bin", encode(sample_power_mode_set(), 9)},
+      {"phase_modes.bin", encode(sample_phase_modes(), 10)},
   };
 }
 
