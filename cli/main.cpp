@@ -321,6 +321,10 @@ int main(int argc, char** argv) {
   std::string export_db = "ergon.db";
   int64_t export_run = 0;
   std::string export_dir;
+  std::string upgrade_db = "ergon.db";
+  auto* upgrade_cmd = app.add_subcommand("upgrade", "migrate a database made by an older ergon to this one's schema");
+  upgrade_cmd->add_option("--db", upgrade_db, "database file")->required()->check(CLI::ExistingFile);
+
   auto* export_cmd = app.add_subcommand("export", "write a run's raw data as CSV files");
   export_cmd->add_option("--db", export_db, "database file")->capture_default_str();
   export_cmd->add_option("--run", export_run, "run id (see ergon runs)")->required();
@@ -645,6 +649,14 @@ int main(int argc, char** argv) {
         return 0;
       }
       print_runs(db, std::cout);
+      return 0;
+    }
+    if (*upgrade_cmd) {
+      const int before = costdb::Database::file_schema_version(upgrade_db);
+      auto db = costdb::Database::open(upgrade_db);
+      std::cout << (before == db.schema_version()
+                        ? fmt::format("{} is at schema version {} already\n", upgrade_db, before)
+                        : fmt::format("{}: schema version {} -> {}\n", upgrade_db, before, db.schema_version()));
       return 0;
     }
     if (*export_cmd) {

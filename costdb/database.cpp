@@ -27,7 +27,8 @@ constexpr const char* kWriterPragmas =
     "PRAGMA wal_autocheckpoint = 4096;"  // pages: checkpoint every 64 MiB of WAL
     "PRAGMA journal_size_limit = 67108864";  // and truncate the WAL back to 64 MiB after it
 
-std::unique_ptr<Database::Impl> open_impl(const std::filesystem::path& path, bool read_only) {
+std::unique_ptr<Database::Impl> open_impl(const std::filesystem::path& path, bool read_only,
+                                          bool any_version = false) {
   auto impl = std::make_unique<Database::Impl>();
   impl->path = path;
   impl->read_only = read_only;
@@ -54,11 +55,12 @@ std::unique_ptr<Database::Impl> open_impl(const std::filesystem::path& path, boo
   impl->version = detail::read_schema_version(db, path);
 
   if (read_only) {
+    if (any_version) return impl;
     if (impl->version == 0) throw DatabaseError(where + " is not an ergon database (no schema)");
     if (impl->version < kSchemaVersion) {
       throw DatabaseError(where + " has schema version " + std::to_string(impl->version) +
                           ", older than this ergon (" + std::to_string(kSchemaVersion) +
-                          "): open it for writing once to upgrade it");
+                          "): upgrade it once with ergon upgrade --db " + path.string());
     }
     detail::exec(db, "PRAGMA foreign_keys = ON", path, "cannot configure the connection");
     return impl;
@@ -158,6 +160,10 @@ Database Database::open(const std::filesystem::path& path) {
 
 Database Database::open_read_only(const std::filesystem::path& path) {
   return Database(open_impl(path, true));
+}
+
+int Database::file_schema_version(const std::filesystem::path& path) {
+  return open_impl(path, true, true)->version;
 }
 
 int Database::schema_version() const { return impl_->version; }

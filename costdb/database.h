@@ -35,6 +35,8 @@ class Database {
   ~Database();  ///< commits an open batch
 
   [[nodiscard]] int schema_version() const;
+  /// The schema version a file is at (0: not an ergon database), read without writing.
+  [[nodiscard]] static int file_schema_version(const std::filesystem::path& path);
   [[nodiscard]] const std::filesystem::path& path() const;
 
   /// Makes every write since the last commit durable and opens the next batch.

@@ -1,6 +1,7 @@
 // Plans stored by sweeps: written, found again for resuming, listed for fronts, and kept
 // across the schema migration that added their columns.
 
+#include "common/error.h"
 #include "costdb/plans.h"
 
 #include <gtest/gtest.h>
@@ -110,6 +111,14 @@ TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
            "ALTER TABLE plans DROP COLUMN peak_bytes; ALTER TABLE plans DROP COLUMN power_mode; "
            "PRAGMA user_version = 1;");
   ASSERT_EQ(raw_query(db_path(), "PRAGMA user_version"), "1");
+  // Reading refuses it and says how to upgrade; nothing is written until then.
+  try {
+    (void)Database::open_read_only(db_path());
+    ADD_FAILURE() << "an old file must not be read as a new one";
+  } catch (const ergon::DatabaseError& e) {
+    EXPECT_NE(std::string(e.what()).find("upgrade it once with ergon upgrade --db"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(Database::file_schema_version(db_path()), 1);
   Database db = Database::open(db_path());
   EXPECT_EQ(db.schema_version(), kSchemaVersion);
   EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM runs"), "1");
