@@ -1,11 +1,11 @@
 // Plans stored by sweeps: written, found again for resuming, listed for fronts, and kept
 // across the schema migration that added their columns.
 
-#include "common/error.h"
 #include "costdb/plans.h"
 
 #include <gtest/gtest.h>
 
+#include "common/error.h"
 #include "costdb_test_util.h"
 
 namespace ergon::costdb {
