@@ -39,53 +39,6 @@ ExecutedIteration executed_from(const devices::protocol::ExecutionReport& r) {
           .gradient_digest = r.gradient_digest};
 }
 
-/// ergon-agent's code on this machine, serving one pseudo-terminal, with a simulated INA219:
-/// what executes schedules on real tensors when no board is given.
-class LocalAgent {
- public:
-  LocalAgent() {
-    options_.link = "pty";
-    options_.probe = "sim:ina219";
-    options_.on_listening = [this](const std::string& l) {
-      std::lock_guard lock(m_);
-      link_ = l;
-      cv_.notify_all();
-    };
-    thread_ = std::thread([this] {
-      try {
-        devices::run_agent(options_, stop_);
-      } catch (const Error& e) {
-        std::lock_guard lock(m_);
-        error_ = e.what();
-        cv_.notify_all();
-      }
-    });
-    std::unique_lock lock(m_);
-    cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !link_.empty() || !error_.empty(); });
-    if (link_.empty()) {
-      lock.unlock();
-      stop_ = true;
-      thread_.join();
-      throw DeviceError("could not start the local agent: " + (error_.empty() ? "no pseudo-terminal" : error_));
-    }
-  }
-  ~LocalAgent() {
-    stop_ = true;
-    thread_.join();
-  }
-  LocalAgent(const LocalAgent&) = delete;
-  LocalAgent& operator=(const LocalAgent&) = delete;
-  [[nodiscard]] std::string link() const { return link_; }
-
- private:
-  devices::AgentOptions options_;
-  std::atomic<bool> stop_{false};
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::string link_, error_;
-  std::thread thread_;
-};
-
 void require_zoo_model(const std::string& model, const std::string& otherwise) {
   const auto& zoo = planner::zoo_models();
   if (std::none_of(zoo.begin(), zoo.end(), [&](const planner::ZooEntry& z) { return z.name == model; }))
@@ -185,12 +138,17 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
         e.steps.emplace_back(static_cast<uint8_t>(st.kind), static_cast<uint32_t>(st.node));
       rec.options.execute = std::move(e);
     }
-    std::unique_ptr<LocalAgent> agent;
+    std::unique_ptr<devices::AgentThread> agent;
     if (!args.port.empty()) {
       rec.ports = {args.port};
       rec.options.power_mode = run_mode;  // switched first when the board is in another
     } else if (args.execute) {
-      agent = std::make_unique<LocalAgent>();
+      // ergon-agent's code on this machine, serving one pseudo-terminal, with a simulated
+      // INA219: what executes schedules on real tensors when no board is given.
+      devices::AgentOptions local;
+      local.link = "pty";
+      local.probe = "sim:ina219";
+      agent = std::make_unique<devices::AgentThread>(local);
       rec.ports = {agent->link()};
     } else {
       const auto board = devices::find_board(board_name);

@@ -579,4 +579,34 @@ void run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
   serve_link(options.link, stop, options.on_listening, [&](int fd) { agent.serve(fd); });
 }
 
+AgentThread::AgentThread(AgentOptions options) : options_(std::move(options)) {
+  options_.on_listening = [this](const std::string& l) {
+    std::lock_guard lock(m_);
+    link_ = l;
+    cv_.notify_all();
+  };
+  thread_ = std::thread([this] {
+    try {
+      run_agent(options_, stop_);
+    } catch (const Error& e) {
+      std::lock_guard lock(m_);
+      error_ = e.what();
+      cv_.notify_all();
+    }
+  });
+  std::unique_lock lock(m_);
+  cv_.wait_for(lock, std::chrono::seconds(10), [&] { return !link_.empty() || !error_.empty(); });
+  if (link_.empty()) {
+    lock.unlock();
+    stop_ = true;
+    thread_.join();
+    throw DeviceError("could not start the local agent: " + (error_.empty() ? "no link within 10 s" : error_));
+  }
+}
+
+AgentThread::~AgentThread() {
+  stop_ = true;
+  thread_.join();
+}
+
 }  // namespace ergon::devices

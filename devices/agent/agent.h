@@ -1,9 +1,12 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "profiler/op.h"
 
@@ -38,5 +41,26 @@ struct AgentOptions {
 
 /// Runs until `stop` turns true. Throws DeviceError when the link or probe cannot be opened.
 void run_agent(const AgentOptions& options, const std::atomic<bool>& stop);
+
+/// The agent on a thread of this process (ergon validate --execute without a port, tests):
+/// started and listening when constructed, stopped when destroyed. `options.on_listening` is
+/// its own. Throws DeviceError when the agent cannot start.
+class AgentThread {
+ public:
+  explicit AgentThread(AgentOptions options);
+  ~AgentThread();
+  AgentThread(const AgentThread&) = delete;
+  AgentThread& operator=(const AgentThread&) = delete;
+  /// What a host passes to ergon record --port.
+  [[nodiscard]] const std::string& link() const { return link_; }
+
+ private:
+  AgentOptions options_;
+  std::atomic<bool> stop_{false};
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::string link_, error_;
+  std::thread thread_;
+};
 
 }  // namespace ergon::devices

@@ -55,29 +55,17 @@ class AgentEndToEnd : public ::testing::TestWithParam<const char*> {
 TEST_P(AgentEndToEnd, RecordStoresExactlyTheSpansTheAgentMeasuredAndItsSamples) {
   std::mutex m;
   std::vector<SentSpan> sent;
-  std::string link;
   devices::AgentOptions options;
   options.link = GetParam();
   options.probe = "sim:ina219,current=0.6,bus=5";
   options.board = "pi4";
   options.scratch = dir_;
-  options.on_listening = [&](const std::string& l) {
-    std::lock_guard lock(m);
-    link = l;
-  };
   options.on_span = [&](uint32_t op, Phase phase, uint64_t b, uint64_t e, uint32_t reps) {
     std::lock_guard lock(m);
     sent.push_back({op, phase, b, e, reps});
   };
-  std::atomic<bool> stop{false};
-  std::thread agent([&] { devices::run_agent(options, stop); });
-  for (int i = 0; i < 200; ++i) {
-    {
-      std::lock_guard lock(m);
-      if (!link.empty()) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  auto agent = std::make_unique<devices::AgentThread>(options);
+  const std::string link = agent->link();
 
   // A small plan: a conv and a linear forward and backward, a page-out and page-in of 1 MiB,
   // idle between windows, 20 ms windows.
@@ -111,8 +99,7 @@ TEST_P(AgentEndToEnd, RecordStoresExactlyTheSpansTheAgentMeasuredAndItsSamples) 
     std::lock_guard lock(m);
     sent.resize(sent.size() - 13);  // the first run's are compared below
   }
-  stop = true;
-  agent.join();
+  agent.reset();
   ASSERT_EQ(outcomes.size(), 1U);
   ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
 
@@ -226,21 +213,13 @@ TEST(AgentExecution, ASimulatedBoardOrAModelOutsideTheZooIsRefusedWithAReason) {
 TEST(AgentExecution, TheAgentTimesEveryLayerOfAModelWithItsOwnKernel) {
   const fs::path dir = fs::temp_directory_path() / ("ergon-agent-model-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::mutex m;
-  std::string link;
   devices::AgentOptions options;
   options.link = "pty";
   options.probe = "sim:ina219";
   options.board = "pi4";
   options.scratch = dir;
-  options.on_listening = [&](const std::string& l) {
-    std::lock_guard lock(m);
-    link = l;
-  };
-  std::atomic<bool> stop{false};
-  std::thread agent([&] { devices::run_agent(options, stop); });
-  for (int i = 0; i < 200 && [&] { std::lock_guard lock(m); return link.empty(); }(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto agent = std::make_unique<devices::AgentThread>(options);
+  const std::string link = agent->link();
 
   for (const char* model : {"mobilenetv2-cifar", "bert-tiny"}) {
     SCOPED_TRACE(model);
@@ -289,8 +268,7 @@ TEST(AgentExecution, TheAgentTimesEveryLayerOfAModelWithItsOwnKernel) {
   EXPECT_EQ(failed[0].state, devices::SessionState::kFailed);
   req.options.plan->ops[0].shape = profiler::conv2d(1, 3, 8, 8, 8, 3, Phase::kForward);
   EXPECT_EQ(cli::record_boards(req, out, interrupts)[0].state, devices::SessionState::kCompleted);
-  stop = true;
-  agent.join();
+  agent.reset();
   fs::remove_all(dir);
 }
 
@@ -307,22 +285,14 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
     std::ofstream(d / "scaling_available_frequencies") << "600000 1000000 1500000\n";
     std::ofstream(d / "scaling_max_freq") << "1500000\n";
   }
-  std::mutex m;
-  std::string link;
   devices::AgentOptions options;
   options.link = "pty";
   options.board = "pi4";
   options.scratch = dir;
   options.sysfs_root = dir / "sys";
   options.nvpmodel_conf = dir / "no-nvpmodel.conf";
-  options.on_listening = [&](const std::string& l) {
-    std::lock_guard lock(m);
-    link = l;
-  };
-  std::atomic<bool> stop{false};
-  std::thread agent([&] { devices::run_agent(options, stop); });
-  for (int i = 0; i < 200 && [&] { std::lock_guard lock(m); return link.empty(); }(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  auto agent = std::make_unique<devices::AgentThread>(options);
+  const std::string link = agent->link();
 
   devices::ProfilePlan plan;
   plan.min_window_us = 1000;
@@ -379,8 +349,7 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
     auto db = costdb::Database::open(req.db_path);
     EXPECT_EQ(costdb::list_runs(db).size(), 3U) << "the refused run left nothing behind";
   }
-  stop = true;
-  agent.join();
+  agent.reset();
   fs::remove_all(dir);
 }
 
