@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 
 #include "brute_force.h"
@@ -53,37 +54,45 @@ TEST(PoetMilp, UnlimitedBudgetGivesStoreAll) {
 
 class AgainstBruteForce : public ::testing::TestWithParam<uint32_t> {};
 
+/// Plans g at `steps` + 1 budgets from its smallest working set to store-all's peak, each
+/// with each deadline factor, and checks POET's optimum against exhaustive search. Returns
+/// how many had a schedule and, in `most_extra`, the largest optimum over one pass - 1.
+int expect_optimal_against_brute_force(const TrainingGraph& g, int steps, std::initializer_list<double> factors,
+                                       double* most_extra = nullptr) {
+  auto solver = make_cbc_solver();
+  const uint64_t lo = g.min_working_set_bytes();
+  const uint64_t hi = g.store_all_peak_bytes();
+  int solved = 0;
+  for (int step = 0; step <= steps; ++step) {
+    const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / static_cast<uint64_t>(steps);
+    for (double deadline_factor : factors) {
+      const double deadline = g.single_pass_time_s() * deadline_factor;
+      const double truth = BruteForce(g, budget, deadline).min_energy();
+      const auto req = request(budget, deadline);
+      const auto r = plan_poet(g, req, *solver);
+      SCOPED_TRACE("budget " + std::to_string(budget) + " deadline x" + std::to_string(deadline_factor));
+      if (std::isinf(truth)) {
+        EXPECT_EQ(r.status, ModelStatus::kInfeasible);
+        continue;
+      }
+      EXPECT_EQ(r.status, ModelStatus::kOptimal) << r.why;
+      if (r.status != ModelStatus::kOptimal) continue;
+      EXPECT_NEAR(r.objective_j, truth, 1e-6 * truth);
+      expect_claims_hold(g, r, req);
+      if (most_extra) *most_extra = std::max(*most_extra, truth / g.single_pass_energy_j() - 1);
+      ++solved;
+    }
+  }
+  return solved;
+}
+
 TEST_P(AgainstBruteForce, OptimalEnergyMatchesExhaustiveSearchAtEveryBudget) {
   // 3 forward ops -> 7 training nodes; random sizes, costs and residual edges.
   const uint32_t seed = GetParam();
   const auto g = build_training_graph(random_forward(3, seed, seed % 2 == 0), LinearCosts());
   ASSERT_EQ(g.size(), 7);
-  auto solver = make_cbc_solver();
-  const uint64_t lo = g.min_working_set_bytes();
-  const uint64_t hi = g.store_all_peak_bytes();
-  int solved = 0;
   double most_extra = 0;  // the tightest case must cost more than one pass, or nothing is tested
-  for (int step = 0; step <= 4; ++step) {
-    const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 4;
-    for (double deadline_factor : {1e9, 1.5}) {
-      const double deadline = g.single_pass_time_s() * deadline_factor;
-      const double truth = BruteForce(g, budget, deadline).min_energy();
-      const auto req = request(budget, deadline);
-      const auto r = plan_poet(g, req, *solver);
-      SCOPED_TRACE("budget " + std::to_string(budget) + " deadline x" +
-                   std::to_string(deadline_factor));
-      if (std::isinf(truth)) {
-        EXPECT_EQ(r.status, ModelStatus::kInfeasible);
-        continue;
-      }
-      ASSERT_EQ(r.status, ModelStatus::kOptimal) << r.why;
-      EXPECT_NEAR(r.objective_j, truth, 1e-6 * truth);
-      expect_claims_hold(g, r, req);
-      most_extra = std::max(most_extra, truth / g.single_pass_energy_j() - 1);
-      ++solved;
-    }
-  }
-  EXPECT_GE(solved, 5);
+  EXPECT_GE(expect_optimal_against_brute_force(g, 4, {1e9, 1.5}, &most_extra), 5);
   EXPECT_GT(most_extra, 1e-3);
 }
 
@@ -112,29 +121,7 @@ TEST_P(AgainstBruteForce, PerPhaseModesChargeRecomputationsAtTheBackwardModesCos
   const uint32_t seed = GetParam();
   const auto g = with_backward_mode(build_training_graph(random_forward(3, seed, seed % 2 == 0), LinearCosts()),
                                     0.5, 0.2);
-  auto solver = make_cbc_solver();
-  const uint64_t lo = g.min_working_set_bytes();
-  const uint64_t hi = g.store_all_peak_bytes();
-  int solved = 0;
-  for (int step = 0; step <= 3; ++step) {
-    const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 3;
-    for (double deadline_factor : {1e9, 1.3}) {
-      const double deadline = g.single_pass_time_s() * deadline_factor;
-      const double truth = BruteForce(g, budget, deadline).min_energy();
-      const auto req = request(budget, deadline);
-      const auto r = plan_poet(g, req, *solver);
-      SCOPED_TRACE("budget " + std::to_string(budget) + " deadline x" + std::to_string(deadline_factor));
-      if (std::isinf(truth)) {
-        EXPECT_EQ(r.status, ModelStatus::kInfeasible);
-        continue;
-      }
-      ASSERT_EQ(r.status, ModelStatus::kOptimal) << r.why;
-      EXPECT_NEAR(r.objective_j, truth, 1e-6 * truth);
-      expect_claims_hold(g, r, req);
-      ++solved;
-    }
-  }
-  EXPECT_GE(solved, 4);
+  EXPECT_GE(expect_optimal_against_brute_force(g, 3, {1e9, 1.3}), 4);
 }
 
 TEST(PerPhaseModes, TheSimulatorChargesComputesAfterTheForwardPassAtTheBackwardModesCost) {
