@@ -58,6 +58,18 @@ class RecordEndToEnd : public ::testing::Test {
 
   fs::path db_path() const { return dir_ / "lab.db"; }
 
+  /// ergon validate of the MLP on a simulated Pi 4 at half memory, into db_path().
+  cli::ValidateArgs mlp_at_half_memory() const {
+    cli::ValidateArgs args;
+    args.plan.model = "mlp";
+    args.plan.board = "pi4";
+    args.plan.budget = "50%";
+    args.plan.gap = 0.01;
+    args.plan.time_limit_s = 5;
+    args.db = db_path().string();
+    return args;
+  }
+
   fs::path dir_;
 };
 
@@ -405,13 +417,7 @@ TEST_F(RecordEndToEnd, CostsAreKeptApartByThePowerModeTheBoardRanIn) {
 }
 
 TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsStored) {
-  cli::ValidateArgs args;
-  args.plan.model = "mlp";
-  args.plan.board = "pi4";
-  args.plan.budget = "50%";
-  args.plan.gap = 0.01;
-  args.plan.time_limit_s = 5;
-  args.db = db_path().string();
+  const cli::ValidateArgs args = mlp_at_half_memory();
   std::ostringstream progress;
   const cli::ValidateOutcome o = cli::validate(args, progress);
   const auto sim = planner::simulate(o.graph, o.schedule);
@@ -450,14 +456,8 @@ TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsS
 // A plan made in a power mode is run in that mode, again when validated by id; a per-phase
 // plan runs its forward pass in one mode and its backward pass in the other.
 TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
-  cli::ValidateArgs args;
-  args.plan.model = "mlp";
-  args.plan.board = "pi4";
-  args.plan.budget = "50%";
-  args.plan.gap = 0.01;
-  args.plan.time_limit_s = 5;
+  cli::ValidateArgs args = mlp_at_half_memory();
   args.plan.power_mode = "600MHz";
-  args.db = db_path().string();
   std::ostringstream progress;
   const cli::ValidateOutcome o = cli::validate(args, progress);
   EXPECT_NEAR(o.measured_time_s, o.predicted_time_s, 0.005 * o.predicted_time_s) << "the board ran at 600 MHz";
