@@ -248,14 +248,19 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
   }
   if (!options_.power_mode.empty() && options_.power_mode != hello.power_mode) {
     pending_hello_.emplace(std::move(hello), std::move(mismatch));
-    proto::SetPowerMode request;
-    proto::copy_text(request.mode, options_.power_mode.c_str());
-    send(request, out);
-    mode_requested_ns_ = last_mode_request_ns_ = clock_.now_ns();
+    mode_requested_ns_ = clock_.now_ns();
+    request_mode(out);
     set_state(SessionState::kSettingMode);
     return;
   }
   begin(std::move(hello), mismatch, out);
+}
+
+void RecordSession::request_mode(std::vector<uint8_t>& out) {
+  proto::SetPowerMode request;
+  proto::copy_text(request.mode, options_.power_mode.c_str());
+  send(request, out);
+  last_mode_request_ns_ = clock_.now_ns();
 }
 
 void RecordSession::on_mode_set(const proto::PowerModeSet& answer, std::vector<uint8_t>& out) {
@@ -390,18 +395,13 @@ void RecordSession::on_tick(std::vector<uint8_t>& out) {
       }
       return;
     case SessionState::kSettingMode:
-      if (now - last_mode_request_ns_ > kModeRetryNs) {
-        // The request or its answer may have been lost on a noisy link; asking again is
-        // harmless (a board already in the mode answers at once).
-        proto::SetPowerMode request;
-        proto::copy_text(request.mode, options_.power_mode.c_str());
-        send(request, out);
-        last_mode_request_ns_ = now;
-      }
+      // The request or its answer may have been lost on a noisy link; asking again is
+      // harmless (a board already in the mode answers at once).
+      if (now - last_mode_request_ns_ > kModeRetryNs) request_mode(out);
       if (now - mode_requested_ns_ > seconds_to_ns(options_.mode_switch_timeout_s))
         fail(SessionState::kFailed, source_ + " did not answer the switch to power mode " + options_.power_mode +
                                         " within " + std::to_string(static_cast<int>(options_.mode_switch_timeout_s)) +
-                                        " s (a board with ergon protocol v4 answers at once)");
+                                        " s");
       return;
     case SessionState::kSyncing:
     case SessionState::kClosing: {

@@ -158,6 +158,7 @@ class RecordSession {
   void send(const Msg& msg, std::vector<uint8_t>& out);
   void handle(const protocol::Frame& frame, std::vector<uint8_t>& out);
   void on_hello(const protocol::Hello& hello, std::vector<uint8_t>& out);
+  void request_mode(std::vector<uint8_t>& out);  ///< SetPowerMode(options_.power_mode)
   void on_mode_set(const protocol::PowerModeSet& answer, std::vector<uint8_t>& out);
   /// The board is known (and in its mode): tell the sink, then sync clocks.
   void begin(BoardHello hello, const std::string& warning, std::vector<uint8_t>& out);

@@ -88,6 +88,38 @@ TEST(RecordSession, AModeTheBoardCannotSwitchToFailsWithItsReasonAndRecordsNothi
   EXPECT_EQ(h.sim.board().power_mode, "1500MHz");
 }
 
+// The request (or its answer) lost on the link is asked again; a board that never answers
+// fails the session after mode_switch_timeout_s, with nothing recorded.
+TEST(RecordSession, ALostModeRequestIsRepeatedAndAnUnansweredOneTimesOut) {
+  RecordOptions options;
+  options.plan = one_linear_plan();
+  options.power_mode = "600MHz";
+  for (const bool comes_back : {true, false}) {
+    SCOPED_TRACE(comes_back ? "link comes back" : "link stays down");
+    Harness h(*find_board("pi4"), options);
+    h.session.on_open(h.to_board);
+    for (int i = 0; i < 1000 && h.session.state() != SessionState::kSettingMode; ++i) {
+      h.clock.advance_ns(2'000'000);
+      h.pump();
+    }
+    ASSERT_EQ(h.session.state(), SessionState::kSettingMode);
+    for (int i = 0; i < 500; ++i) {  // 1 s down: the request is lost
+      h.clock.advance_ns(2'000'000);
+      h.pump(false);
+    }
+    EXPECT_EQ(h.sim.board().power_mode, "1500MHz");
+    h.run(comes_back ? 60 : 40, comes_back);
+    if (comes_back) {
+      EXPECT_EQ(h.session.state(), SessionState::kCompleted) << h.session.error();
+      EXPECT_EQ(h.sink.hello.power_mode, "600MHz");
+    } else {
+      EXPECT_EQ(h.session.state(), SessionState::kFailed);
+      EXPECT_EQ(h.session.error(), "mem:pi4 did not answer the switch to power mode 600MHz within 30 s");
+      EXPECT_EQ(h.sink.begins, 0);
+    }
+  }
+}
+
 TEST(RecordSession, SyncRepliesStampTheDeviceClock) {
   Harness h(*find_board("pi4"));
   h.run(120);
