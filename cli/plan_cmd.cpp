@@ -204,14 +204,15 @@ PlanOutcome plan_every_mode(const PlanArgs& args, bool live_progress) {
   std::string reference = std::string(board->power_mode);
   if (std::find(modes.begin(), modes.end(), reference) == modes.end()) reference = modes.front();
   a.power_mode = reference;
-  const double deadline_s = parse_deadline(args.deadline, load_graph(a).single_pass_time_s());
+  const double reference_pass_s = load_graph(a).single_pass_time_s();
+  const double deadline_s = parse_deadline(args.deadline, reference_pass_s);
   a.deadline = std::isfinite(deadline_s) ? fmt::format("{:.9g}s", deadline_s) : "none";
   // Per-phase pairs when the board switches cheaply: two switches under 5 % of a pass.
   std::vector<std::string> candidates = modes;
   std::string per_phase_note;
   if (modes.size() > 1 && args.graph_file.empty()) {
     const double switch_s = mode_switch_s(args);
-    const double pass_s = load_graph(a).single_pass_time_s();
+    const double pass_s = reference_pass_s;
     if (2 * switch_s <= 0.05 * pass_s) {
       for (const auto& f : modes)
         for (const auto& b : modes)
