@@ -175,12 +175,16 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
                                 ? (args.graph.onnx_file.empty() ? graph.name : args.graph.onnx_file)
                                 : args.graph.model;
   const std::string board = args.graph.graph_file.empty() ? args.graph.board : "graph-file";
-  const planner::PlanRequest base = make_request(args.graph, graph);
+  planner::PlanRequest base = make_request(args.graph, graph);
   const auto grid = budget_grid(graph, args.budgets, base.objective);
   const std::string objective = planner::to_string(base.objective);
   const double deadline_s = base.deadline_s;
   const std::optional<double> deadline =
       std::isfinite(deadline_s) ? std::optional(deadline_s) : std::nullopt;
+  // Per-phase modes: the two switches an iteration takes come out of the deadline and go into
+  // each plan's time and energy.
+  const ModeSwitches switches = mode_switches(graph_args, graph);
+  if (deadline) base.deadline_s = std::max(0.0, deadline_s - switches.time_s);
 
   auto db = costdb::Database::open(args.db);
   std::vector<ParetoPoint> points;
@@ -223,6 +227,9 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
         const auto r = planner::run_planner(todo[i].planner, graph, req, *solver);
         row = to_plan_row(graph, model, board, args.measured ? "measured" : "profile", digest, req, r);
         row->power_mode = args.graph.power_mode;
+        row->deadline_s = deadline;  // the user's, switches included
+        if (row->energy_j) *row->energy_j += switches.energy_j;
+        if (row->time_s) *row->time_s += switches.time_s;
       } catch (const std::exception& e) {
         error = e.what();
       }

@@ -106,6 +106,15 @@ double mode_switch_s(const PlanArgs& args) {
   return board ? board->mode_switch_s : 0;
 }
 
+ModeSwitches mode_switches(const PlanArgs& args, const planner::TrainingGraph& graph) {
+  const auto phases = split_phases(args.power_mode);
+  if (!phases || phases->first == phases->second) return {};
+  const auto board = devices::find_board(args.board);
+  const double idle_w = graph.idle_power_w > 0 ? graph.idle_power_w : (board ? board->idle_w : 0);
+  const double time_s = 2 * mode_switch_s(args);
+  return {time_s, time_s * idle_w};
+}
+
 planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source) {
   const int sources = static_cast<int>(!args.model.empty()) +
                       static_cast<int>(!args.graph_file.empty()) +
@@ -270,14 +279,11 @@ PlanOutcome plan(const PlanArgs& args, bool live_progress) {
                 << std::flush;
     };
   }
-  if (const auto phases = split_phases(args.power_mode); phases && phases->first != phases->second) {
-    // Two switches an iteration (into the backward pass's mode and back), the board idling.
-    o.switch_time_s = 2 * mode_switch_s(args);
-    const auto board = devices::find_board(args.board);
-    const double idle_w = graph.idle_power_w > 0 ? graph.idle_power_w : (board ? board->idle_w : 0);
-    o.switch_energy_j = o.switch_time_s * idle_w;
-    if (std::isfinite(req.deadline_s)) req.deadline_s = std::max(0.0, req.deadline_s - o.switch_time_s);
-  }
+  // Per-phase modes: two switches an iteration (into the backward pass's mode and back).
+  const ModeSwitches switches = mode_switches(args, graph);
+  o.switch_time_s = switches.time_s;
+  o.switch_energy_j = switches.energy_j;
+  if (std::isfinite(req.deadline_s)) req.deadline_s = std::max(0.0, req.deadline_s - switches.time_s);
   auto solver = planner::make_cbc_solver();
   o.result = planner::run_planner(args.planner, graph, req, *solver);
   if (live_progress) std::cerr << "\r" << std::string(64, ' ') << "\r";

@@ -53,6 +53,13 @@ planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingG
 std::optional<std::pair<std::string, std::string>> split_phases(const std::string& power_mode);
 /// How long the board takes to switch modes once: measured (args.db) or the profile's.
 double mode_switch_s(const PlanArgs& args);
+/// What per-phase modes (args.power_mode FWD/BWD, two different modes) add to an iteration
+/// of `graph`: two switches, the board idling meanwhile. Zero for one mode.
+struct ModeSwitches {
+  double time_s = 0;
+  double energy_j = 0;
+};
+ModeSwitches mode_switches(const PlanArgs& args, const planner::TrainingGraph& graph);
 
 /// The training graph `ergon plan` and `ergon graph export` work on: a zoo model costed on a
 /// board (its measured costs from args.db when it has them, else its published profile), or

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 #include <set>
@@ -12,7 +13,9 @@
 #include <map>
 #include <sstream>
 
+#include "cli/plan_cmd.h"
 #include "common/error.h"
+#include "devices/board_profile.h"
 
 namespace ergon::cli {
 namespace {
@@ -181,6 +184,38 @@ TEST_F(ParetoTest, EveryPowerModeGetsItsOwnFrontAgainstOneDeadline) {
   std::ostringstream out;
   EXPECT_EQ(run_pareto(args, out), 0);
   EXPECT_NE(out.str().find("paging@MAXQ"), std::string::npos) << out.str();
+}
+
+// A per-phase pair is a series of its own; its plans carry the two mode switches an
+// iteration takes, and a rerun finds them again under the user's deadline.
+TEST_F(ParetoTest, APerPhasePairIsASeriesWhosePlansIncludeTheModeSwitches) {
+  ParetoArgs args = mlp_sweep();
+  args.graph.board = "pi4";
+  args.graph.power_mode = "1500MHz,1500MHz/600MHz";
+  args.graph.deadline = "3x";
+  args.planners = "paging";
+  args.budgets = 2;
+  const auto points = pareto_sweep(args, nullptr);
+  ASSERT_EQ(points.size(), 4U);
+  const double switches_s = 2 * devices::find_board("pi4")->mode_switch_s;
+  for (const auto& p : points) {
+    ASSERT_TRUE(p.plan.time_s) << p.plan.status;
+    PlanArgs one = args.graph;
+    one.planner = "paging";
+    one.power_mode = p.plan.power_mode;
+    one.budget = std::to_string(p.plan.budget_bytes);
+    ASSERT_TRUE(p.plan.deadline_s);
+    one.deadline = std::to_string(*p.plan.deadline_s) + "s";
+    const PlanOutcome alone = plan(one, false);
+    ASSERT_TRUE(alone.sim);
+    const double switches = p.plan.power_mode == "1500MHz" ? 0 : switches_s;
+    EXPECT_NEAR(*p.plan.time_s, planner::deadline_time_s(*alone.sim, alone.request.objective) + switches, 1e-9)
+        << p.plan.power_mode;
+  }
+  EXPECT_TRUE(std::all_of(points.begin(), points.end(), [](const ParetoPoint& p) { return !p.reused; }));
+  const auto again = pareto_sweep(args, nullptr);
+  EXPECT_TRUE(std::all_of(again.begin(), again.end(), [](const ParetoPoint& p) { return p.reused; }))
+      << "stored under the deadline the user gave";
 }
 
 }  // namespace ergon::cli
