@@ -95,13 +95,13 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   // The mode the plan's costs are of: the board runs the schedule in it. Per-phase plans
   // start in the forward pass's mode and switch where the backward phase begins.
   std::string run_mode = row->power_mode;
-  std::optional<devices::RecordOptions::PhaseSwitch> phase_switch;
+  std::optional<std::string> backward_mode;
   if (const auto phases = split_phases(run_mode)) {
-    if (args.execute)
-      throw InputError("a per-phase plan (" + run_mode + ") is validated by timing its steps, not by executing "
-                       "them: drop --execute");
+    if (args.execute && args.port.empty())
+      throw InputError("a per-phase plan (" + run_mode + ") executed on real tensors needs a board that switches "
+                       "modes (--port); without one, drop --execute to time its steps on a simulated board");
     run_mode = phases->first;
-    phase_switch = devices::RecordOptions::PhaseSwitch{phases->second, backward_phase_entry(o.graph, o.schedule)};
+    backward_mode = phases->second;
   }
   for (const auto& node : g.nodes)
     if (node.flops == 0 && node.bytes_touched == 0 && node.time_s > 0)
@@ -130,7 +130,8 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     rec.options.plan = plan_steps;
     rec.options.mode = devices::protocol::StartMode::kSchedule;
     rec.options.expected_board = devices::find_board(board_name);
-    rec.options.phase_modes = phase_switch;
+    if (backward_mode)  // where this schedule's backward phase begins
+      rec.options.phase_modes = devices::RecordOptions::PhaseSwitch{*backward_mode, backward_phase_entry(g, schedule)};
     if (args.execute) {
       rec.options.mode = devices::protocol::StartMode::kExecute;
       devices::ExecuteRequest e{.model = model, .batch = static_cast<uint16_t>(batch), .seed = 1, .steps = {}};

@@ -394,8 +394,7 @@ class Agent {
       log(link, proto::LogLevel::kInfo, line);
     };
     try {
-      if (execute && phases) throw InputError("per-phase modes apply to timed schedules, not executed ones");
-      outcome = execute ? execute_schedule(link, start, plan, execution, stopped)
+      outcome = execute ? execute_schedule(link, start, plan, execution, stopped, before_entry)
                         : time_windows(link, start, plan, stopped, outcome, before_entry);
     } catch (const Error& e) {
       // A plan the board cannot run (an op without its dimensions, a full disk): the run
@@ -473,9 +472,9 @@ class Agent {
 
   /// A schedule on real tensors: every step once, in order, the timed ones (all but frees)
   /// matching the plan's entries one for one; then what the iteration computed.
-  template <class Stopped>
+  template <class Stopped, class BeforeEntry>
   Outcome execute_schedule(Connection& link, const proto::Start& start, const std::vector<PlannedOp>& plan,
-                           const Execution& execution, const Stopped& stopped) {
+                           const Execution& execution, const Stopped& stopped, const BeforeEntry& before_entry) {
     if (!execution.model) throw InputError("no ExecuteModel before the Start");
     if (!execution.complete)
       throw InputError("the schedule's steps did not all arrive (" + std::to_string(execution.steps.size()) +
@@ -501,6 +500,7 @@ class Agent {
         continue;
       }
       // No warm-up: a step's effect (a recomputation, a page-out) cannot be run twice.
+      before_entry(next);
       const int64_t begin = agent_clock().now_ns();
       iteration.run(st);
       if (send_span(link, plan[next++], begin, agent_clock().now_ns(), 1)) ++o.spans;

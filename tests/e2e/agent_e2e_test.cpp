@@ -291,6 +291,7 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
   options.scratch = dir;
   options.sysfs_root = dir / "sys";
   options.nvpmodel_conf = dir / "no-nvpmodel.conf";
+  options.probe = "sim:ina219";
   auto agent = std::make_unique<devices::AgentThread>(options);
   const std::string link = agent->link();
 
@@ -348,6 +349,29 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
   {
     auto db = costdb::Database::open(req.db_path);
     EXPECT_EQ(costdb::list_runs(db).size(), 3U) << "the refused run left nothing behind";
+  }
+
+  // A per-phase plan executed on real tensors: the agent switches where the backward pass
+  // begins, in the plan's run and in the store-all reference's, and the gradients agree.
+  cli::ValidateArgs args;
+  args.plan.model = "mlp";
+  args.plan.board = "pi4";
+  args.plan.budget = "50%";
+  args.plan.gap = 0.01;
+  args.plan.time_limit_s = 5;
+  args.plan.power_mode = "1500MHz/600MHz";
+  args.db = (dir / "validate.db").string();
+  args.port = link;
+  args.execute = true;
+  std::ostringstream progress;
+  const cli::ValidateOutcome v = cli::validate(args, progress);
+  EXPECT_TRUE(v.gradients_match());
+  auto db = costdb::Database::open_read_only(args.db);
+  for (const int64_t run : {v.run_id, v.reference_run_id}) {
+    const auto events = costdb::list_events(db, run);
+    EXPECT_TRUE(std::any_of(events.begin(), events.end(), [](const auto& e) {
+      return e.text.find("in 600MHz (switched in") != std::string::npos;
+    })) << "run " << run;
   }
   agent.reset();
   fs::remove_all(dir);

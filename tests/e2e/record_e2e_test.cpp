@@ -483,7 +483,7 @@ TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
   EXPECT_LT(mixed.measured_time_s, 0.95 * o.measured_time_s);
   args.execute = true;
   args.plan.power_mode = "1500MHz/600MHz";
-  EXPECT_THROW(cli::validate(args, progress), InputError) << "executing a schedule keeps one mode";
+  EXPECT_THROW(cli::validate(args, progress), InputError) << "executing per phase needs a board that switches";
 }
 
 TEST_F(RecordEndToEnd, ProfilingAModelsOwnShapesMeasuresEveryNodeThePlannerCosts) {
