@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QMainWindow>
@@ -13,6 +14,7 @@
 #include <QSpinBox>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QThread>
 #include <QThreadPool>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -66,6 +68,8 @@ std::optional<ScheduleCompareView::Side> side_of(const costdb::PlanRow& row, con
     return std::nullopt;
   }
 }
+
+}  // namespace
 
 class Dashboard : public QMainWindow {
  public:
@@ -201,6 +205,9 @@ class Dashboard : public QMainWindow {
 
   QTabWidget* tabs() { return tabs_; }
   PowerView* power() { return power_; }
+  [[nodiscard]] PowerTabState power_state() const {
+    return {run_->count() > 0 ? current_run() : 0, power_->samples(), power_->duration_s()};
+  }
 
  private:
   const costdb::PlanRow& plan(int64_t id) const {
@@ -327,8 +334,6 @@ class Dashboard : public QMainWindow {
   std::atomic<bool> cancel_{false};
 };
 
-}  // namespace
-
 int run_dashboard(int argc, char** argv, const DashboardOptions& options) {
   QApplication app(argc, argv);
   Dashboard window(options);
@@ -338,33 +343,62 @@ int run_dashboard(int argc, char** argv, const DashboardOptions& options) {
   return QApplication::exec();
 }
 
-std::vector<std::filesystem::path> render_dashboard(const DashboardOptions& options, const std::filesystem::path& dir,
-                                                    int width, int height) {
+struct DashboardWindow::App {
+  std::unique_ptr<QApplication> owned;  ///< null when the process has an application already
+};
+
+DashboardWindow::DashboardWindow(const DashboardOptions& options, int width, int height) : app_(new App) {
   if (std::getenv("DISPLAY") == nullptr && std::getenv("WAYLAND_DISPLAY") == nullptr)
     ::setenv("QT_QPA_PLATFORM", "offscreen", 0);
   static int argc = 1;
   static char arg0[] = "ergon";
   static char* argv[] = {arg0, nullptr};
-  std::unique_ptr<QApplication> owned;
-  if (QApplication::instance() == nullptr) owned = std::make_unique<QApplication>(argc, argv);
-  Dashboard window(options);
-  window.resize(width, height);
-  window.load(true);
-  window.show();
+  if (QApplication::instance() == nullptr) app_->owned = std::make_unique<QApplication>(argc, argv);
+  window_ = std::make_unique<Dashboard>(options);
+  window_->resize(width, height);
+  window_->load(true);
+  window_->show();
+}
+
+DashboardWindow::~DashboardWindow() {
+  // A trace still loading posts its result to the window: let it land first.
+  QThreadPool::globalInstance()->waitForDone();
+  QApplication::processEvents();
+  window_.reset();
+}
+
+void DashboardWindow::run_events_for(double seconds) {
+  QElapsedTimer timer;
+  timer.start();
+  while (static_cast<double>(timer.elapsed()) < seconds * 1e3) {
+    QApplication::processEvents(QEventLoop::AllEvents, 20);
+    QThread::msleep(5);
+  }
+}
+
+PowerTabState DashboardWindow::power() const { return window_->power_state(); }
+
+std::vector<std::filesystem::path> DashboardWindow::render(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   std::vector<std::filesystem::path> out;
   const char* names[] = {"pareto.png", "schedules.png", "power.png", "costs.png"};
-  for (int i = 0; i < window.tabs()->count(); ++i) {
-    window.tabs()->setCurrentIndex(i);
+  for (int i = 0; i < window_->tabs()->count(); ++i) {
+    window_->tabs()->setCurrentIndex(i);
     for (int k = 0; k < 5; ++k) QApplication::processEvents();
-    if (i == 2) window.power()->rebuild();  // decimate for the laid-out width
+    if (i == 2) window_->power()->rebuild();  // decimate for the laid-out width
     QApplication::processEvents();
     const auto path = dir / names[i];
-    if (!window.grab().save(QString::fromStdString(path.string())))
+    if (!window_->grab().save(QString::fromStdString(path.string())))
       throw Error("cannot write " + path.string());
     out.push_back(path);
   }
   return out;
+}
+
+std::vector<std::filesystem::path> render_dashboard(const DashboardOptions& options, const std::filesystem::path& dir,
+                                                    int width, int height) {
+  DashboardWindow window(options, width, height);
+  return window.render(dir);
 }
 
 }  // namespace ergon::gui

@@ -5,7 +5,9 @@
 // run's power trace with its op spans (live while it records), and the cost table.
 
 #include <cstdint>
+#include <cstddef>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +23,36 @@ struct DashboardOptions {
 /// Opens the window and runs until it is closed; returns the exit code. Throws Error when the
 /// database cannot be opened.
 int run_dashboard(int argc, char** argv, const DashboardOptions& options);
+
+class Dashboard;
+
+/// What the Power tab shows: the run selected and how much of its trace is loaded.
+struct PowerTabState {
+  int64_t run_id = 0;
+  std::size_t samples = 0;
+  double duration_s = 0;
+};
+
+/// The dashboard's window without an event loop of its own (offscreen when there is no
+/// display), for embedding and tests: loaded and shown when constructed. Throws Error when
+/// the database cannot be opened.
+class DashboardWindow {
+ public:
+  explicit DashboardWindow(const DashboardOptions& options, int width = 1400, int height = 900);
+  ~DashboardWindow();
+  DashboardWindow(const DashboardWindow&) = delete;
+  DashboardWindow& operator=(const DashboardWindow&) = delete;
+  /// Runs Qt's events for `seconds` (the live view polls the database once a second).
+  void run_events_for(double seconds);
+  [[nodiscard]] PowerTabState power() const;
+  /// Grabs each tab to `dir` (pareto.png, schedules.png, power.png, costs.png).
+  std::vector<std::filesystem::path> render(const std::filesystem::path& dir);
+
+ private:
+  struct App;
+  std::unique_ptr<App> app_;
+  std::unique_ptr<Dashboard> window_;
+};
 
 /// Renders every view of the dashboard to PNG files in `dir` (pareto.png, schedules.png,
 /// power.png, costs.png) at `width` x `height`, without a display (QT_QPA_PLATFORM=offscreen

@@ -81,6 +81,13 @@ class PowerView : public QWidget {
   /// Redecimates for the current range (called on range changes).
   void rebuild();
   [[nodiscard]] std::size_t points_drawn() const { return points_drawn_; }
+  /// The samples of the trace shown (every rail), and how long it lasts.
+  [[nodiscard]] std::size_t samples() const {
+    std::size_t n = 0;
+    for (const auto& [rail, xs] : trace_.t_s) n += xs.size();
+    return n;
+  }
+  [[nodiscard]] double duration_s() const { return trace_.duration_s; }
 
  private:
   PowerTrace trace_;

@@ -7,11 +7,14 @@
 #include <QColor>
 #include <QImage>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <sstream>
 
 #include "cli/validate_cmd.h"
+#include "costdb/database.h"
 #include "gui/dashboard.h"
+#include "probes/power.h"
 
 namespace ergon {
 namespace {
@@ -49,6 +52,61 @@ TEST(Dashboard, RendersEveryViewOfASimulatorDatabaseToAPicture) {
       for (int xx = 0; xx < image.width(); xx += 7) colours.insert(image.pixel(xx, yy));
     EXPECT_GT(colours.size(), 20U);
   }
+  fs::remove_all(dir);
+}
+
+probes::PowerSample sample_at(uint64_t ticks, uint32_t power_uw) {
+  probes::PowerSample s;
+  s.rail = 0;
+  s.t_ticks = ticks;
+  s.bus_uv = 5'000'000;
+  s.current_ua = power_uw / 5;
+  s.power_uw = power_uw;
+  return s;
+}
+
+// Live: the Power tab follows a run as it is recorded (the recorder commits four times a
+// second; the dashboard polls once a second), and moves to a newer run when one starts.
+TEST(Dashboard, TheLivePowerViewFollowsARunAsItRecordsAndMovesToTheNextOne) {
+  const fs::path dir = fs::temp_directory_path() / ("ergon-dashboard-live-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto db = costdb::Database::open(dir / "lab.db");
+  costdb::BoardInfo board;
+  board.name = "pi4-sim";
+  board.kind = "pi4";
+  board.tick_hz = 1'000'000;
+  board.rails = {{0, "5V"}};
+  auto first = std::make_unique<costdb::RunWriter>(db, board, "live-test", 1);
+  std::vector<probes::PowerSample> batch;
+  uint64_t tick = 0;
+  auto record = [&](costdb::RunWriter& run, int samples) {
+    batch.clear();
+    for (int i = 0; i < samples; ++i, tick += 1000) batch.push_back(sample_at(tick, 3'000'000));
+    run.add_samples(batch);
+    db.commit_batch();
+  };
+  record(*first, 100);
+
+  gui::DashboardWindow window({.db = dir / "lab.db", .run = std::nullopt, .live = true}, 800, 600);
+  EXPECT_EQ(window.power().samples, 100U);
+  // Polls, then loads off the UI thread: wait for it (a slow machine gets 10 s).
+  auto wait_for = [&](const auto& done) {
+    for (int i = 0; i < 100 && !done(); ++i) window.run_events_for(0.1);
+  };
+  record(*first, 150);
+  wait_for([&] { return window.power().samples != 100U; });
+  EXPECT_EQ(window.power().samples, 250U) << "the samples committed since are drawn";
+  EXPECT_NEAR(window.power().duration_s, 0.249, 1e-9);
+  const int64_t first_run = window.power().run_id;
+
+  auto second = std::make_unique<costdb::RunWriter>(db, board, "live-test", 2);
+  record(*second, 40);
+  wait_for([&] { return window.power().run_id != first_run && window.power().samples != 250U; });
+  EXPECT_NE(window.power().run_id, first_run) << "a new run is followed";
+  EXPECT_EQ(window.power().samples, 40U);
+  first.reset();
+  second.reset();
   fs::remove_all(dir);
 }
 
