@@ -366,8 +366,10 @@ int main(int argc, char** argv) {
                     "default: its published profile");
     cmd->add_option("--power-mode", plan.power_mode,
                     "the board's power mode (costs differ by mode): measured costs of runs in "
-                    "that mode, or the profile scaled to it (see ergon sim --help); auto: plan in "
-                    "every mode and keep the least energy that meets the deadline");
+                    "that mode, or the profile scaled to it (see ergon sim --help); FWD/BWD "
+                    "(1500MHz/1000MHz): the forward pass in one mode, the backward pass in another, "
+                    "two switches per iteration; auto: plan in every mode (and per-phase pair, where "
+                    "switching is cheap) and keep the least energy that meets the deadline");
   };
   auto* plan_cmd = app.add_subcommand(
       "plan", "find the minimum-energy schedule under a memory budget and a deadline");
