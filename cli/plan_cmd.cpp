@@ -232,12 +232,32 @@ PlanOutcome plan_every_mode(const PlanArgs& args, bool live_progress) {
           pass_s);
     }
   }
+  // No schedule costs less than one pass over its graph (plus the mode switches): planning
+  // the cheapest passes first, a candidate whose pass alone costs no less than the best plan
+  // so far cannot win and is not solved.
+  std::vector<double> floor_j(candidates.size());
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    a.power_mode = candidates[k];
+    const planner::TrainingGraph g = load_graph(a);
+    floor_j[k] = g.single_pass_energy_j() + mode_switches(a, g).energy_j;
+  }
+  std::vector<std::size_t> order(candidates.size());
+  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return floor_j[x] < floor_j[y]; });
+
   std::optional<PlanOutcome> best;
   std::optional<double> best_j;
-  std::vector<PlanOutcome::ModeTried> tried;
-  for (std::size_t k = 0; k < candidates.size(); ++k) {
+  std::vector<PlanOutcome::ModeTried> tried(candidates.size());
+  for (std::size_t n = 0; n < order.size(); ++n) {
+    const std::size_t k = order[n];
     const std::string& mode = candidates[k];
-    if (live_progress) std::cerr << fmt::format("planning in mode {} ({} of {})\n", mode, k + 1, candidates.size());
+    if (best_j && floor_j[k] >= *best_j) {
+      tried[k] = {mode, std::nullopt, std::nullopt,
+                  fmt::format("not planned: one pass alone costs {:.6g} J, no less than {:.6g} J in {}", floor_j[k],
+                              *best_j, best->power_mode)};
+      continue;
+    }
+    if (live_progress) std::cerr << fmt::format("planning in mode {} ({} of {})\n", mode, n + 1, candidates.size());
     a.power_mode = mode;
     PlanOutcome o = plan(a, live_progress);
     PlanOutcome::ModeTried t{mode, std::nullopt, std::nullopt, o.result.why};
@@ -249,7 +269,7 @@ PlanOutcome plan_every_mode(const PlanArgs& args, bool live_progress) {
         best = std::move(o);
       }
     }
-    tried.push_back(std::move(t));
+    tried[k] = std::move(t);
   }
   if (!best) {
     std::string why;

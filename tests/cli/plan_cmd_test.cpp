@@ -99,21 +99,24 @@ TEST(PlanCommand, AutoPowerModeKeepsTheLeastEnergyAndRefusesModesTooSlowForTheDe
   // 1500MHz, 1000MHz, 600MHz, then the six forward/backward pairs (cpufreq switches fast).
   ASSERT_EQ(free.modes.size(), 9U);
   EXPECT_EQ(free.modes[3].mode, "1500MHz/1000MHz");
+  // Each mode is planned, or skipped because one pass in it alone costs more than the plan
+  // chosen; the chosen one is the least energy of those planned.
   std::optional<double> least;
   std::string least_mode;
+  int skipped = 0;
   for (const auto& m : free.modes) {
-    ASSERT_TRUE(m.energy_j) << m.mode << ": " << m.why;
+    if (!m.energy_j) {
+      EXPECT_TRUE(m.why.starts_with("not planned: one pass alone costs")) << m.mode << ": " << m.why;
+      ++skipped;
+      continue;
+    }
     if (!least || *m.energy_j < *least) least = m.energy_j, least_mode = m.mode;
   }
   EXPECT_EQ(free.power_mode, least_mode);
-  // Without a deadline every mode has a schedule; slower modes take longer.
-  EXPECT_LT(*free.modes[0].time_s, *free.modes[2].time_s);
-  // A deadline a little above one pass at full speed leaves only the full-speed mode.
+  EXPECT_GT(skipped, 0) << "one core busy: full speed is cheapest, and its pass rules out the others";
+  // A deadline a little above one pass at full speed: the full-speed mode.
   args.deadline = "1.2x";
-  const PlanOutcome tight = plan(args, false);
-  EXPECT_EQ(tight.power_mode, "1500MHz");
-  EXPECT_FALSE(tight.modes[1].energy_j);
-  EXPECT_NE(tight.modes[1].why.find("deadline"), std::string::npos) << tight.modes[1].why;
+  EXPECT_EQ(plan(args, false).power_mode, "1500MHz");
   // A deadline no mode meets is an error naming each mode's reason.
   args.deadline = "0.5x";
   try {
