@@ -410,7 +410,7 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
     for (const auto& m : o.modes)
       out << fmt::format("  {:<16} {}\n", m.mode,
                          m.energy_j ? fmt::format("{:.6g} J, {:.6g} s", *m.energy_j, *m.time_s)
-                                    : "no schedule: " + m.why);
+                                    : m.why.starts_with("not planned") ? m.why : "no schedule: " + m.why);
     if (!o.per_phase_note.empty()) out << "  " << o.per_phase_note << "\n";
   }
   if (o.switch_time_s > 0)
