@@ -109,7 +109,8 @@ std::vector<std::string> sweep_modes_of(const PlanArgs& graph) {
 costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::string& model,
                        const std::string& board, const std::string& board_name,
                        const std::string& digest,
-                       const planner::PlanRequest& req, const planner::PlanResult& r) {
+                       const planner::PlanRequest& req, const planner::PlanResult& r,
+                       const ModeSwitches& switches) {
   costdb::PlanRow row;
   row.model = model;
   row.board_kind = board;
@@ -130,8 +131,8 @@ costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::stri
   row.objective_j = r.objective_j;
   row.bound_j = r.bound_j;
   row.gap = r.gap;
-  row.energy_j = planner::objective_energy_j(sim, req.objective);
-  row.time_s = planner::deadline_time_s(sim, req.objective);
+  row.energy_j = planner::objective_energy_j(sim, req.objective) + switches.energy_j;
+  row.time_s = planner::deadline_time_s(sim, req.objective) + switches.time_s;
   row.paging_time_s = sim.paging_time_s;
   row.peak_bytes = sim.peak_bytes;
   row.schedule = planner::encode_schedule(*r.schedule, graph.size());
@@ -225,11 +226,9 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
         req.threads = jobs > 1 ? 1 : args.graph.threads;
         auto solver = planner::make_cbc_solver();
         const auto r = planner::run_planner(todo[i].planner, graph, req, *solver);
-        row = to_plan_row(graph, model, board, args.measured ? "measured" : "profile", digest, req, r);
+        row = to_plan_row(graph, model, board, args.measured ? "measured" : "profile", digest, req, r, switches);
         row->power_mode = args.graph.power_mode;
-        row->deadline_s = deadline;  // the user's, switches included
-        if (row->energy_j) *row->energy_j += switches.energy_j;
-        if (row->time_s) *row->time_s += switches.time_s;
+        row->deadline_s = deadline;  // the user's (switches included): what a rerun looks up
       } catch (const std::exception& e) {
         error = e.what();
       }

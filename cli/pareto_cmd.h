@@ -44,11 +44,12 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* prog
 int run_pareto(const ParetoArgs& args, std::ostream& out);
 
 /// A plan as the plans table stores it, with the simulator's replay of its schedule.
-/// `board_name` says whose costs: "profile" or "measured".
+/// `board_name` says whose costs: "profile" or "measured". With per-phase modes, `switches`
+/// go into its energy and time (its deadline stays the request's).
 costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::string& model,
                             const std::string& board, const std::string& board_name,
                             const std::string& digest, const planner::PlanRequest& req,
-                            const planner::PlanResult& r);
+                            const planner::PlanResult& r, const ModeSwitches& switches = {});
 
 /// A stable digest (FNV-1a 64, hex) of a graph with its costs: plans are reused only for
 /// the same one.

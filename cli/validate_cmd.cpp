@@ -87,7 +87,8 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     const bool measured = planned.cost_source.starts_with("costs: measured");
     const std::string model = args.plan.model.empty() ? planned.graph.name : args.plan.model;
     row = to_plan_row(planned.graph, model, args.plan.board, measured ? "measured" : "profile",
-                      graph_digest(planned.graph), planned.request, planned.result);
+                      graph_digest(planned.graph), planned.request, planned.result,
+                      {planned.switch_time_s, planned.switch_energy_j});
     row->power_mode = planned.power_mode;
   }
   const auto& g = o.graph;

@@ -477,6 +477,15 @@ TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
   const cli::ValidateOutcome mixed = cli::validate(args, progress);
   EXPECT_NEAR(mixed.measured_time_s, mixed.predicted_time_s, 0.005 * mixed.predicted_time_s);
   EXPECT_NEAR(mixed.measured_energy_j, mixed.predicted_energy_j, 0.05 * mixed.predicted_energy_j);
+  {
+    // The stored plan's iteration includes the two mode switches.
+    auto db = costdb::Database::open_read_only(db_path());
+    const auto row = costdb::find_plan_by_id(db, mixed.plan_id);
+    ASSERT_TRUE(row && row->time_s);
+    const auto replay = planner::simulate(mixed.graph, mixed.schedule);
+    EXPECT_NEAR(*row->time_s - planner::deadline_time_s(replay, planner::Objective::kTotal),
+                2 * devices::find_board("pi4")->mode_switch_s, 1e-9);
+  }
   args.plan.power_mode = "1500MHz";
   const cli::ValidateOutcome fast = cli::validate(args, progress);
   EXPECT_LT(fast.measured_time_s, 0.95 * mixed.measured_time_s);
