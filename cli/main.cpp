@@ -602,6 +602,8 @@ int main(int argc, char** argv) {
     if (*validate_cmd) return run_validate(validate_args, std::cout);
     if (*pareto_cmd) return run_pareto(pareto, std::cout);
     if (*graph_export) {
+      if (split_phases(plan.power_mode))
+        throw InputError("a graph file carries one power mode's costs; export each mode (--power-mode MODE)");
       const auto graph = load_graph(plan);
       if (graph_out == "-") {
         std::cout << planner::to_graph_json(graph);

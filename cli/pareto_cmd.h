@@ -45,7 +45,8 @@ int run_pareto(const ParetoArgs& args, std::ostream& out);
 
 /// A plan as the plans table stores it, with the simulator's replay of its schedule.
 /// `board_name` says whose costs: "profile" or "measured". With per-phase modes, `switches`
-/// go into its energy and time (its deadline stays the request's).
+/// go into its energy and time; its deadline is the request's (pareto_sweep then stores the
+/// user's, switches included, which a rerun looks up).
 costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::string& model,
                             const std::string& board, const std::string& board_name,
                             const std::string& digest, const planner::PlanRequest& req,

@@ -41,6 +41,9 @@ std::vector<ModeCost> sweep_modes(const SweepArgs& args, std::ostream& progress)
   const auto board = devices::find_board(args.board);
   if (!board) throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
   if (args.sim == !args.port.empty()) throw InputError("sweep --sim, or a board on --port");
+  if (board->power_modes.size() < 2)
+    throw InputError(args.board + " has one power mode (" + devices::power_mode_names(*board) +
+                     "): nothing to sweep; ergon record measures it");
   const auto modes = wanted_modes(*board, args.modes);
   const devices::ProfilePlan plan = devices::default_profile_plan(*board, 1);
   std::map<uint32_t, std::string> kind_of;

@@ -170,6 +170,19 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     if (args.execute && !outcomes[0].stats.execution)
       throw DeviceError("the board did not execute the schedule (" + outcomes[0].error +
                         "); an ergon-agent of protocol v3 executes schedules, a simulated board cannot");
+    if (backward_mode) {
+      // PhaseModes is not acknowledged: the board's log of the switch is the proof it ran per
+      // phase (a lost frame would have run it all in the forward pass's mode).
+      auto db = costdb::Database::open_read_only(args.db);
+      const auto events = costdb::list_events(db, *outcomes[0].run_id);
+      const std::string needle = "backward phase from entry " + std::to_string(rec.options.phase_modes->switch_at) +
+                                 " in " + *backward_mode;
+      if (std::none_of(events.begin(), events.end(),
+                       [&](const costdb::RunEvent& e) { return e.text.find(needle) != std::string::npos; }))
+        throw DeviceError("run " + std::to_string(*outcomes[0].run_id) + " did not switch to " + *backward_mode +
+                          " for the backward phase (no such line in its events: ergon runs --events " +
+                          std::to_string(*outcomes[0].run_id) + "); its figures are not of the per-phase plan");
+    }
     return outcomes[0];
   };
   const auto outcome = run_schedule(o.schedule, steps);

@@ -125,7 +125,7 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
     mode_upsert.bind(1, board_id);
     mode_upsert.bind(2, std::string_view(board.power_mode));
     mode_id = single_id(mode_upsert, db.path, doing_board);
-    if (board.mode_switch_ns) {
+    if (board.mode_switch_ns && *board.mode_switch_ns > 0) {  // 0: an answer to a repeated request
       detail::Statement keep(db.db,
                              "UPDATE power_modes SET params_json = json_set(params_json, '$.switch_ns', ?2) "
                              "WHERE id = ?1",

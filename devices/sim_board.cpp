@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -252,7 +253,6 @@ bool SimBoard::next_segment(int64_t begin_ns) {
     s.phase = Phase::kIdle;
     s.power_w = board_.idle_w;
     s.end_ns = begin_ns + (change ? std::llround(base_.mode_switch_s * 1e9) : 0) + 1;
-    cold_ = true;
     segment_ = s;
     return true;
   }
@@ -323,6 +323,12 @@ void SimBoard::advance_to(int64_t t_ns, std::vector<uint8_t>& out,
 
 void SimBoard::finish_segment(std::vector<uint8_t>& out) {
   const Segment s = segment_;
+  if (s.is_switch) {
+    char line[96];
+    std::snprintf(line, sizeof line, "backward phase from entry %zu in %s (switched in %.3f ms)", op_index_,
+                  phases_->backward, static_cast<double>(s.end_ns - s.begin_ns) * 1e-6);
+    log(proto::LogLevel::kInfo, line, out);
+  }
   if (s.is_warmup) {
     warmup_ns_ += s.end_ns - s.begin_ns;
     warmup_energy_j_ += s.power_w * static_cast<double>(s.end_ns - s.begin_ns) * 1e-9;

@@ -205,6 +205,8 @@ class Dashboard : public QMainWindow {
 
   QTabWidget* tabs() { return tabs_; }
   PowerView* power() { return power_; }
+  /// Stops polling the database (before the window goes away).
+  void stop_live() { timer_->stop(); }
   [[nodiscard]] PowerTabState power_state() const {
     return {run_->count() > 0 ? current_run() : 0, power_->samples(), power_->duration_s()};
   }
@@ -361,7 +363,8 @@ DashboardWindow::DashboardWindow(const DashboardOptions& options, int width, int
 }
 
 DashboardWindow::~DashboardWindow() {
-  // A trace still loading posts its result to the window: let it land first.
+  // No new polls; a trace still loading posts its result to the window: let it land first.
+  window_->stop_live();
   QThreadPool::globalInstance()->waitForDone();
   QApplication::processEvents();
   window_.reset();

@@ -435,8 +435,9 @@ PlanResult plan_chain(const std::string& name, Moves moves, const TrainingGraph&
     return finish(result);
   }
   double bound_j = dp.energy_j();
-  if (request.objective == Objective::kTotal && moves != Moves::kRecompute) {
-    // The DP minimizes POET's energy; with overlapped transfers its optimum bounds nothing.
+  if ((request.objective == Objective::kTotal && moves != Moves::kRecompute) || !graph.late_costs.empty()) {
+    // The DP minimizes POET's energy at each node's own cost: with overlapped transfers, or
+    // recomputations charged at another (per-phase) mode's cost, its optimum bounds nothing.
     bound_j = graph.single_pass_energy_j();
   } else if (!exact) {
     // Rounding sizes down relaxes the budget, so this DP's optimum bounds the rounded-up one.

@@ -197,6 +197,7 @@ class Agent {
         commands.pending.clear();
         phases = std::exchange(commands.phases, std::nullopt);
         commands.stop = false;
+        running_ = true;  // from the moment the start is taken: no mode switch slips in
         if (start.mode == proto::StartMode::kExecute) {
           execution.model = commands.model;
           execution.complete = std::all_of(commands.step_received.begin(), commands.step_received.end(),
@@ -359,6 +360,10 @@ class Agent {
     proto::RunDone done{.run_tag = start.run_tag};
     if (plan.empty() || plan.size() != start.op_count) {
       done.end = proto::RunEnd::kFailed;
+      {
+        std::lock_guard lock(commands.m);
+        running_ = false;
+      }
       link.send(done);
       return;
     }

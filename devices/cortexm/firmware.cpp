@@ -160,6 +160,11 @@ void Firmware::on_frame(const proto::Frame& f, uint64_t rx_ticks) {
       proto::Start start;
       if (!proto::parse_message(f, start)) return;
       if (running_) return refuse(start.run_tag, "start refused: a run is active");
+      if (phase_modes_pending_) {
+        phase_modes_pending_ = false;
+        plan_closed_ = true;
+        return refuse(start.run_tag, "start refused: per-phase modes, but the firmware runs at one fixed clock");
+      }
       start_run(start);
       plan_closed_ = true;  // the next PlanOp begins a new plan
       return;
@@ -167,6 +172,10 @@ void Firmware::on_frame(const proto::Frame& f, uint64_t rx_ticks) {
     case proto::MsgType::kStop:
       if (running_) stop_requested_ = true;
       else if (have_done_) send(done_);  // the host missed it
+      return;
+    case proto::MsgType::kPhaseModes:
+      // One fixed clock: a run asked to switch mid-way is refused at its Start.
+      if (!running_) phase_modes_pending_ = true;
       return;
     case proto::MsgType::kSetPowerMode: {
       proto::SetPowerMode request;

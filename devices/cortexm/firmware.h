@@ -91,6 +91,7 @@ class Firmware {
   Op plan_[kMaxPlanOps] = {};
   std::size_t plan_size_ = 0, plan_received_ = 0;  // received > size: it overflowed
   bool plan_closed_ = false;
+  bool phase_modes_pending_ = false;  ///< a PhaseModes arrived: refuse the next Start
   bool running_ = false, stop_requested_ = false;
   protocol::Start start_{};
   std::size_t op_index_ = 0;

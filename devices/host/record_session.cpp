@@ -282,8 +282,9 @@ void RecordSession::on_mode_set(const proto::PowerModeSet& answer, std::vector<u
 }
 
 void RecordSession::begin(BoardHello hello, const std::string& warning, std::vector<uint8_t>& out) {
-  const std::optional<BoardProfile> profile =
-      hello.kind == BoardKind::kUnknown ? options_.expected_board : find_board(hello.kind);
+  // on_hello resolved the profile (the Hello's kind, else --board) and failed without one.
+  std::optional<BoardProfile> profile = find_board(hello.kind);
+  if (!profile) profile = options_.expected_board;
   hello_ = std::move(hello);
   plan_ = options_.plan ? *options_.plan : default_profile_plan(*profile, options_.seed);
   if (options_.min_window_us) plan_.min_window_us = *options_.min_window_us;

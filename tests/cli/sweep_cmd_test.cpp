@@ -65,6 +65,14 @@ TEST(Sweep, UnknownModesAreRefusedBeforeAnythingRuns) {
     EXPECT_EQ(std::string(e.what()), "board pi4 has no power mode 'turbo' (it has 1500MHz, 1000MHz, 600MHz)");
   }
   EXPECT_EQ(progress.str(), "");
+  args.board = "mkr1000";
+  args.modes = "all";
+  try {
+    sweep_modes(args, progress);
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "mkr1000 has one power mode (48MHz): nothing to sweep; ergon record measures it");
+  }
 }
 
 // The must-show of power modes: with all four cores busy, dynamic power outweighs the TX2's

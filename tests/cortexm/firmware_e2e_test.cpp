@@ -120,6 +120,12 @@ TEST_P(FirmwareEndToEnd, TheFirmwareAcceptsOnlyItsOwnClockAsAPowerMode) {
   const auto same = cli::record_boards(req, out, interrupts);
   ASSERT_EQ(same[0].state, devices::SessionState::kCompleted) << same[0].error;
   EXPECT_FALSE(same[0].mode_switch_s) << "already in its mode: nothing to switch";
+  // Switching within a run is refused at its Start, and the next run is not affected.
+  req.options.phase_modes = devices::RecordOptions::PhaseSwitch{"16MHz", 0};
+  const auto phased = cli::record_boards(req, out, interrupts);
+  EXPECT_EQ(phased[0].state, devices::SessionState::kFailed);
+  req.options.phase_modes.reset();
+  EXPECT_EQ(cli::record_boards(req, out, interrupts)[0].state, devices::SessionState::kCompleted);
 }
 
 INSTANTIATE_TEST_SUITE_P(Boards, FirmwareEndToEnd, ::testing::Values("nrf52840", "mkr1000"));

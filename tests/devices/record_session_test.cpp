@@ -120,6 +120,19 @@ TEST(RecordSession, ALostModeRequestIsRepeatedAndAnUnansweredOneTimesOut) {
   }
 }
 
+// A board kind this ergon does not know (a newer firmware) is recorded as --board says.
+TEST(RecordSession, ABoardKindBeyondTheKnownOnesIsRecordedAsTheBoardOptionSays) {
+  BoardProfile future = *find_board("pi4");
+  future.kind = static_cast<BoardKind>(9);
+  RecordOptions options;
+  options.expected_board = find_board("pi4");
+  Harness h(future, options);
+  h.run(120);
+  ASSERT_EQ(h.session.state(), SessionState::kCompleted) << h.session.error();
+  EXPECT_EQ(h.sink.hello.kind_name, "pi4");
+  EXPECT_FALSE(h.sink.plan.ops.empty()) << "the pi4's default profile plan";
+}
+
 TEST(RecordSession, SyncRepliesStampTheDeviceClock) {
   Harness h(*find_board("pi4"));
   h.run(120);
