@@ -5,9 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -21,7 +18,9 @@
 #include "common/error.h"
 #include "costdb/plans.h"
 #include "devices/agent/agent.h"
+#include "devices/power_control.h"
 #include "devices/board_profile.h"
+#include "devices/power_control.h"
 #include "devices/sim_server.h"
 #include "planner/schedule.h"
 #include "planner/zoo.h"
@@ -175,8 +174,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
       // phase (a lost frame would have run it all in the forward pass's mode).
       auto db = costdb::Database::open_read_only(args.db);
       const auto events = costdb::list_events(db, *outcomes[0].run_id);
-      const std::string needle = "backward phase from entry " + std::to_string(rec.options.phase_modes->switch_at) +
-                                 " in " + *backward_mode;
+      const std::string needle = devices::phase_switch_line(rec.options.phase_modes->switch_at, *backward_mode);
       if (std::none_of(events.begin(), events.end(),
                        [&](const costdb::RunEvent& e) { return e.text.find(needle) != std::string::npos; }))
         throw DeviceError("run " + std::to_string(*outcomes[0].run_id) + " did not switch to " + *backward_mode +

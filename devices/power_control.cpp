@@ -237,4 +237,14 @@ FoundControls find_power_controls(const fs::path& sysfs_root) {
   return f;
 }
 
+std::string phase_switch_line(std::size_t entry, const std::string& mode) {
+  return "backward phase from entry " + std::to_string(entry) + " in " + mode;
+}
+
+std::string phase_switch_line(std::size_t entry, const std::string& mode, uint64_t switch_ns) {
+  char took[48];
+  std::snprintf(took, sizeof took, " (switched in %.3f ms)", static_cast<double>(switch_ns) * 1e-6);
+  return phase_switch_line(entry, mode) + took;
+}
+
 }  // namespace ergon::devices

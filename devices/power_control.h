@@ -5,6 +5,8 @@
 // privileges: a dry run says what would be done, and a refusal says how to get them. Mode
 // names match what the boards report in their Hello ("1500MHz", "MAXN", "250W").
 
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -49,6 +51,12 @@ std::unique_ptr<PowerModeControl> nvpmodel_control(std::shared_ptr<CommandRunner
                                                    const std::filesystem::path& conf = "/etc/nvpmodel.conf");
 /// A GPU's power limit through NVML: modes are limits in watts within the board's range.
 std::unique_ptr<PowerModeControl> nvml_control(std::shared_ptr<probes::Nvml> nvml, unsigned gpu = 0);
+
+/// The line a board logs when it switches to `mode` for a run's backward phase before plan
+/// entry `entry` (PhaseModes); the host looks for `phase_switch_line(entry, mode)`, which
+/// every such line starts with, to know the run was per phase.
+std::string phase_switch_line(std::size_t entry, const std::string& mode);
+std::string phase_switch_line(std::size_t entry, const std::string& mode, uint64_t switch_ns);
 
 /// The controls this machine has, and why each other kind is absent.
 struct FoundControls {

@@ -1,6 +1,7 @@
 #include "devices/sim_board.h"
 
 #include "common/error.h"
+#include "devices/power_control.h"
 
 #include <algorithm>
 #include <cassert>
@@ -324,10 +325,8 @@ void SimBoard::advance_to(int64_t t_ns, std::vector<uint8_t>& out,
 void SimBoard::finish_segment(std::vector<uint8_t>& out) {
   const Segment s = segment_;
   if (s.is_switch) {
-    char line[96];
-    std::snprintf(line, sizeof line, "backward phase from entry %zu in %s (switched in %.3f ms)", op_index_,
-                  phases_->backward, static_cast<double>(s.end_ns - s.begin_ns) * 1e-6);
-    log(proto::LogLevel::kInfo, line, out);
+    log(proto::LogLevel::kInfo,
+        phase_switch_line(op_index_, phases_->backward, static_cast<uint64_t>(s.end_ns - s.begin_ns)), out);
   }
   if (s.is_warmup) {
     warmup_ns_ += s.end_ns - s.begin_ns;

@@ -393,10 +393,7 @@ class Agent {
       const proto::PowerModeSet set = set_power_mode(options_, phases->backward);
       if (set.status != proto::PowerModeStatus::kOk)
         throw DeviceError(std::string("cannot switch to ") + phases->backward + " for the backward phase: " + set.detail);
-      char line[96];
-      std::snprintf(line, sizeof line, "backward phase from entry %zu in %s (switched in %.3f ms)", entry,
-                    phases->backward, static_cast<double>(set.switch_ns) * 1e-6);
-      log(link, proto::LogLevel::kInfo, line);
+      log(link, proto::LogLevel::kInfo, phase_switch_line(entry, phases->backward, set.switch_ns));
     };
     try {
       outcome = execute ? execute_schedule(link, start, plan, execution, stopped, before_entry)

@@ -47,11 +47,16 @@ ProfilePlan one_linear_plan() {
   return plan;
 }
 
-TEST(RecordSession, SwitchesTheBoardToTheRequestedPowerModeBeforeTheRun) {
+/// A short run that asks the board for `mode` first.
+RecordOptions switching_to(const std::string& mode) {
   RecordOptions options;
   options.plan = one_linear_plan();
-  options.power_mode = "600MHz";
-  Harness h(*find_board("pi4"), options);
+  options.power_mode = mode;
+  return options;
+}
+
+TEST(RecordSession, SwitchesTheBoardToTheRequestedPowerModeBeforeTheRun) {
+  Harness h(*find_board("pi4"), switching_to("600MHz"));
   h.run(60);
   ASSERT_EQ(h.session.state(), SessionState::kCompleted) << h.session.error();
   EXPECT_EQ(h.sim.board().power_mode, "600MHz");
@@ -64,10 +69,7 @@ TEST(RecordSession, SwitchesTheBoardToTheRequestedPowerModeBeforeTheRun) {
 }
 
 TEST(RecordSession, ABoardAlreadyInTheModeIsNotAskedToSwitch) {
-  RecordOptions options;
-  options.plan = one_linear_plan();
-  options.power_mode = "1500MHz";
-  Harness h(*find_board("pi4"), options);
+  Harness h(*find_board("pi4"), switching_to("1500MHz"));
   h.run(60);
   ASSERT_EQ(h.session.state(), SessionState::kCompleted) << h.session.error();
   EXPECT_EQ(h.sink.hello.power_mode, "1500MHz");
@@ -76,10 +78,7 @@ TEST(RecordSession, ABoardAlreadyInTheModeIsNotAskedToSwitch) {
 }
 
 TEST(RecordSession, AModeTheBoardCannotSwitchToFailsWithItsReasonAndRecordsNothing) {
-  RecordOptions options;
-  options.plan = one_linear_plan();
-  options.power_mode = "2000MHz";
-  Harness h(*find_board("pi4"), options);
+  Harness h(*find_board("pi4"), switching_to("2000MHz"));
   h.run(60);
   EXPECT_EQ(h.session.state(), SessionState::kFailed);
   EXPECT_EQ(h.session.error(),
@@ -91,9 +90,7 @@ TEST(RecordSession, AModeTheBoardCannotSwitchToFailsWithItsReasonAndRecordsNothi
 // The request (or its answer) lost on the link is asked again; a board that never answers
 // fails the session after mode_switch_timeout_s, with nothing recorded.
 TEST(RecordSession, ALostModeRequestIsRepeatedAndAnUnansweredOneTimesOut) {
-  RecordOptions options;
-  options.plan = one_linear_plan();
-  options.power_mode = "600MHz";
+  const RecordOptions options = switching_to("600MHz");
   for (const bool comes_back : {true, false}) {
     SCOPED_TRACE(comes_back ? "link comes back" : "link stays down");
     Harness h(*find_board("pi4"), options);
