@@ -81,15 +81,24 @@ int run_probe_read(const ProbeReadArgs& args, std::ostream& out,
   std::vector<probes::PowerSample> samples, batch;
   uint64_t count = 0, overflows = 0;
   double power_sum_w = 0;
+  std::vector<double> rail_sum_w;  // without a total rail: each rail's, never their sum
+  std::vector<uint64_t> rail_count;
   int64_t last_line_ns = start_ns;
   auto line = [&](int64_t now) {
     const double elapsed_s = static_cast<double>(now - start_ns) * 1e-9;
     const double rate = elapsed_s > 0 ? static_cast<double>(count) / elapsed_s : 0;
+    std::string mean = fmt::format("{:.4f} W", count > 0 ? power_sum_w / static_cast<double>(count) : 0.0);
+    if (!info.total_known) {
+      mean = "unknown (no rail measures the board's input; rails:";
+      for (std::size_t ch = 0; ch < info.channels.size() && ch < rail_sum_w.size(); ++ch)
+        mean += fmt::format(" {} {:.4f} W", info.channels[ch].name,
+                            rail_count[ch] > 0 ? rail_sum_w[ch] / static_cast<double>(rail_count[ch]) : 0.0);
+      mean += ")";
+    }
     return fmt::format("{} at {}: {} samples, {:.1f}/s ({:.1f} % of the probe's {:.1f}/s), mean "
-                       "{:.4f} W, {} overflows, {} read errors",
+                       "{}, {} overflows, {} read errors",
                        info.kind, info.location, count, rate, 100 * rate / info.max_rate_hz,
-                       info.max_rate_hz, count > 0 ? power_sum_w / static_cast<double>(count) : 0.0,
-                       overflows, probe->read_errors());
+                       info.max_rate_hz, mean, overflows, probe->read_errors());
   };
   const auto end_ns = start_ns + static_cast<int64_t>(parse_duration_s(args.duration) * 1e9);
   while (clock.now_ns() < end_ns && interrupts.load() == 0) {
@@ -98,6 +107,12 @@ int run_probe_read(const ProbeReadArgs& args, std::ostream& out,
     // Channel 0 is the whole reading (tegrastats: the module's input rail; its other rails
     // are parts of it and are never added to it).
     for (const auto& s : samples) {
+      if (!info.total_known && s.rail < info.channels.size()) {
+        rail_sum_w.resize(info.channels.size());
+        rail_count.resize(info.channels.size());
+        rail_sum_w[s.rail] += s.power_uw * 1e-6;
+        ++rail_count[s.rail];
+      }
       if (s.rail != 0) continue;
       ++count;
       power_sum_w += s.power_uw * 1e-6;

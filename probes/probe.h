@@ -18,6 +18,10 @@ struct ProbeInfo {
   std::string kind;      ///< "ina219", "ina226", "ina260", ...
   std::string location;  ///< "/dev/i2c-1@0x40", "sim-i2c@0x40"
   std::vector<Rail> channels;
+  /// Whether channel 0 measures the board's whole input (the other channels being parts of
+  /// it). False for a monitor with no such rail (an AGX Xavier's or AGX Orin's tegrastats):
+  /// the board's power is then unknown, and no sum of its channels stands in for it.
+  bool total_known = true;
   double max_rate_hz = 0;  ///< complete samples per second at the chosen settings
   bool voltage = false;
   bool current = false;

@@ -1,17 +1,14 @@
 #include "probes/tegrastats.h"
 
-#include <array>
 #include <charconv>
+#include <vector>
 
 namespace ergon::probes {
 namespace {
 
-/// The rail names that measure a module's whole input, most specific first.
-constexpr std::array<std::string_view, 4> kTotalRails = {"VDD_IN", "POM_5V_IN", "VIN_SYS_5V0",
-                                                         "VIN"};
-
 bool is_rail_name(std::string_view s) {
-  if (s.size() < 3 || s == "RAM" || s == "SWAP" || s == "IRAM") return false;
+  // Two letters at least: an early AGX Xavier prints its computer-vision rail as "CV 0/0".
+  if (s.size() < 2 || s == "RAM" || s == "SWAP" || s == "IRAM") return false;
   for (char c : s)
     if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
   return s[0] >= 'A' && s[0] <= 'Z';
@@ -25,21 +22,45 @@ std::optional<uint32_t> number(std::string_view s) {
   return v;
 }
 
-/// "2143/2143" or "2143mW/2143mW" (both with the unit, or neither).
-std::optional<std::pair<uint32_t, uint32_t>> rail_value(std::string_view v) {
-  const auto slash = v.find('/');
-  if (slash == std::string_view::npos) return std::nullopt;
-  std::string_view now = v.substr(0, slash), avg = v.substr(slash + 1);
-  const bool unit_now = now.size() > 2 && now.substr(now.size() - 2) == "mW";
-  const bool unit_avg = avg.size() > 2 && avg.substr(avg.size() - 2) == "mW";
-  if (unit_now != unit_avg) return std::nullopt;
-  if (unit_now) {
-    now.remove_suffix(2);
-    avg.remove_suffix(2);
+/// A milliwatt reading: "2143" or "2143mW" (`unit` says which it was).
+std::optional<uint32_t> milliwatts(std::string_view v, bool& unit) {
+  unit = v.size() > 2 && v.substr(v.size() - 2) == "mW";
+  if (unit) v.remove_suffix(2);
+  return number(v);
+}
+
+/// "2143/2143", "2143mW/2143mW", "5139mW/5139mW/5139mW" (now/average/max) or "2171mW" (now
+/// alone, which needs the unit: a bare number is no rail). Units on all values or none.
+struct RailValue {
+  uint32_t now_mw = 0;
+  uint32_t average_mw = 0;
+  bool has_average = false;
+};
+
+std::optional<RailValue> rail_value(std::string_view v) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t slash = v.find('/', start);
+    parts.push_back(v.substr(start, slash == std::string_view::npos ? slash : slash - start));
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
   }
-  const auto n = number(now), a = number(avg);
-  if (!n || !a) return std::nullopt;
-  return std::make_pair(*n, *a);
+  if (parts.size() > 3) return std::nullopt;
+  std::vector<uint32_t> values;
+  bool first_unit = false;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    bool unit = false;
+    const auto mw = milliwatts(parts[i], unit);
+    if (!mw || (i > 0 && unit != first_unit)) return std::nullopt;
+    if (i == 0) first_unit = unit;
+    values.push_back(*mw);
+  }
+  if (values.size() == 1 && !first_unit) return std::nullopt;
+  RailValue out;
+  out.now_mw = values[0];
+  out.has_average = values.size() > 1;
+  out.average_mw = out.has_average ? values[1] : 0;
+  return out;
 }
 
 /// "MM-DD-YYYY HH:MM:SS" at the start of the line, as seconds since the epoch (UTC).
@@ -67,6 +88,12 @@ std::optional<int64_t> date_prefix(std::string_view line) {
 
 }  // namespace
 
+const char* tegrastats_total_rail(std::string_view rail) {
+  for (const char* total : {"VDD_IN", "POM_5V_IN", "VIN"})
+    if (rail == total) return total;
+  return nullptr;
+}
+
 std::optional<TegrastatsLine> parse_tegrastats_line(std::string_view line, std::string* why) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   TegrastatsLine out;
@@ -79,9 +106,14 @@ std::optional<TegrastatsLine> parse_tegrastats_line(std::string_view line, std::
     const std::string_view token = line.substr(pos, end - pos);
     pos = end;
     if (token.empty()) continue;
-    if (is_rail_name(previous)) {
+    // "NC": an AGX Orin's monitor channel that is not connected, printed as "NC 0mW/0mW".
+    if (is_rail_name(previous) && previous != "NC") {
       if (const auto v = rail_value(token)) {
-        out.rails.push_back({std::string(previous), v->first, v->second});
+        TegrastatsRail r;
+        r.name = std::string(previous);
+        r.now_mw = v->now_mw;
+        if (v->has_average) r.average_mw = v->average_mw;
+        out.rails.push_back(std::move(r));
         previous = {};
         continue;
       }
@@ -93,14 +125,8 @@ std::optional<TegrastatsLine> parse_tegrastats_line(std::string_view line, std::
       *why = line.empty() ? "empty line" : "no power rail (NAME now/average) in the line";
     return std::nullopt;
   }
-  for (std::string_view total : kTotalRails) {
-    for (std::size_t i = 0; i < out.rails.size() && out.total < 0; ++i) {
-      const std::string& n = out.rails[i].name;
-      if (n == total || (total == "VIN_SYS_5V0" && n.rfind("VIN_SYS_5V0", 0) == 0))
-        out.total = static_cast<int>(i);
-    }
-    if (out.total >= 0) break;
-  }
+  for (std::size_t i = 0; i < out.rails.size() && out.total < 0; ++i)
+    if (tegrastats_total_rail(out.rails[i].name) != nullptr) out.total = static_cast<int>(i);
   return out;
 }
 

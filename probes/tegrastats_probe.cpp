@@ -69,6 +69,7 @@ class TegrastatsProbe final : public Probe {
     if (first.total >= 0) order_.push_back(first.rails[first.total].name);
     for (std::size_t i = 0; i < first.rails.size(); ++i)
       if (static_cast<int>(i) != first.total) order_.push_back(first.rails[i].name);
+    info_.total_known = first.total >= 0;
     info_.channels.clear();
     for (std::size_t i = 0; i < order_.size(); ++i)
       info_.channels.push_back({static_cast<uint8_t>(i), order_[i]});

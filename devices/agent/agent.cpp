@@ -536,6 +536,15 @@ class Agent {
     sched_param param{};
     param.sched_priority = 10;
     ::pthread_setschedparam(::pthread_self(), SCHED_FIFO, &param);
+    if (!probe_->info().total_known) {
+      std::string rails;
+      for (const auto& r : probe_->info().channels) rails += (rails.empty() ? "" : ", ") + r.name;
+      log(link, proto::LogLevel::kError,
+          "probe: " + probe_->info().kind + " has no rail for the board's whole input (it has " +
+              rails + "), so the board's power is unknown and none is streamed; measure the "
+              "supply lead (--probe ina219:...)");
+      return;
+    }
     proto::PowerBatch batch{};
     std::vector<probes::PowerSample> got;
     int64_t last_send = agent_clock().now_ns();

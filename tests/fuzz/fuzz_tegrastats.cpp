@@ -18,7 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (line.rails.empty()) std::abort();
     if (line.total >= static_cast<int>(line.rails.size())) std::abort();
     for (const auto& r : line.rails)
-      if (r.name.empty() || r.now_mw > 999'999'999U || r.average_mw > 999'999'999U) std::abort();
+      if (r.name.empty() || r.now_mw > 999'999'999U || r.average_mw.value_or(0) > 999'999'999U) std::abort();
   };
   stream.feed(all.substr(0, cut), check);
   stream.feed(all.substr(cut), check);

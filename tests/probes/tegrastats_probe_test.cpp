@@ -32,6 +32,20 @@ TEST(TegrastatsProbe, ReadsEachLineAsOneSamplePerRailWithTheInputRailFirst) {
   probe->stop();
 }
 
+TEST(TegrastatsProbe, AnAgxXavierHasNoInputRailSoItsTotalIsUnknownNotARail) {
+  const SteadyClock clock;
+  ::setenv("FAKE_TEGRASTATS_FILE", "agx_xavier_l4t31.txt", 1);
+  auto probe = open_tegrastats(kFake, 20, clock);
+  probe->start();
+  ::unsetenv("FAKE_TEGRASTATS_FILE");
+  EXPECT_FALSE(probe->info().total_known);
+  ASSERT_EQ(probe->info().channels.size(), 6U);
+  EXPECT_EQ(probe->info().channels[0].name, "GPU");
+  std::vector<PowerSample> samples;
+  EXPECT_EQ(probe->read(samples), 6U);
+  probe->stop();
+}
+
 TEST(TegrastatsProbe, AProgramThatDiesOrIsMissingIsOneClearError) {
   const SteadyClock clock;
   ::setenv("FAKE_TEGRASTATS_LINES", "2", 1);

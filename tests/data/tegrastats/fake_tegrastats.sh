@@ -1,7 +1,8 @@
 #!/bin/sh
 # A stand-in for NVIDIA's tegrastats (tests only): prints the recorded TX2 lines, one every
 # --interval milliseconds, until killed. FAKE_TEGRASTATS_LINES=N stops after N lines with
-# status 3, like a tegrastats that dies.
+# status 3, like a tegrastats that dies. FAKE_TEGRASTATS_FILE=NAME prints that file of this
+# folder instead.
 interval=1000
 while [ $# -gt 0 ]; do
   case "$1" in --interval) interval=$2; shift ;; esac
@@ -19,5 +20,5 @@ while :; do
       exit 3
     fi
     sleep "$pause"
-  done < "$dir/tx2_jetpack4.txt"
+  done < "$dir/${FAKE_TEGRASTATS_FILE:-tx2_jetpack4.txt}"
 done
