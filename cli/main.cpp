@@ -355,6 +355,9 @@ int main(int argc, char** argv) {
   auto add_graph_options = [&](CLI::App* cmd) {
     cmd->add_option("--model", plan.model, "zoo model (see ergon models)");
     cmd->add_option("--onnx", plan.onnx_file, "forward graph from an ONNX file (PyTorch export)");
+    cmd->add_option("--onnx-input", plan.onnx_inputs,
+                    "the ONNX file's data input, where its weights are graph inputs the importer "
+                    "cannot tell from data (repeat for several)");
     cmd->add_option("--graph", plan.graph_file, "training graph JSON (ergon.training-graph/1)");
     cmd->add_option("--batch", plan.batch, "batch size of a zoo model")
         ->capture_default_str()
@@ -410,6 +413,9 @@ int main(int argc, char** argv) {
     auto* c = validate_cmd;
     c->add_option("--model", validate_args.plan.model, "zoo model (see ergon models)");
     c->add_option("--onnx", validate_args.plan.onnx_file, "forward graph from an ONNX file");
+    c->add_option("--onnx-input", validate_args.plan.onnx_inputs,
+                    "the ONNX file's data input, where its weights are graph inputs the importer "
+                    "cannot tell from data (repeat for several)");
     c->add_option("--batch", validate_args.plan.batch, "batch size")->capture_default_str();
     c->add_option("--board", validate_args.plan.board, "board: " + devices::board_names())
         ->capture_default_str();
@@ -453,6 +459,9 @@ int main(int argc, char** argv) {
     auto* c = pareto_cmd;
     c->add_option("--model", pareto.graph.model, "zoo model (see ergon models)");
     c->add_option("--onnx", pareto.graph.onnx_file, "forward graph from an ONNX file");
+    c->add_option("--onnx-input", pareto.graph.onnx_inputs,
+                    "the ONNX file's data input, where its weights are graph inputs the importer "
+                    "cannot tell from data (repeat for several)");
     c->add_option("--graph", pareto.graph.graph_file, "training graph JSON");
     c->add_option("--batch", pareto.graph.batch, "batch size of a zoo model")
         ->capture_default_str()

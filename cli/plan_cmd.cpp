@@ -150,8 +150,9 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
                        "' (it has " + devices::power_mode_names(*devices::find_board(args.board)) +
                        ")");
   }
-  const auto forward = args.model.empty() ? planner::import_onnx(args.onnx_file, args.batch)
-                                          : planner::zoo_model(args.model, args.batch);
+  const auto forward = args.model.empty()
+                           ? planner::import_onnx(args.onnx_file, args.batch, args.onnx_inputs)
+                           : planner::zoo_model(args.model, args.batch);
   std::optional<MeasuredCostModel> measured;
   const std::string profile = fmt::format("the published profile of {} ({})", args.board,
                                           board->power_mode);
@@ -191,6 +192,7 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
                         : planner::build_training_graph(forward, BoardProfileCosts(*board));
   graph.name = fmt::format("{} batch {} on {}", args.model.empty() ? args.onnx_file : args.model,
                            args.batch, args.board);
+  if (!forward.import_note.empty()) source += "\n" + args.onnx_file + ": " + forward.import_note;
   if (cost_source) *cost_source = source;
   return graph;
 }
@@ -431,7 +433,7 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
   if (r.variables > 0) {
     out << fmt::format("{} MILP: {} variables ({} binary), {} rows, {} nonzeros; cbc {} thread(s)\n",
                        r.planner, r.variables, r.integers, r.rows, r.nonzeros, args.threads);
-  } else if (r.schedule && (r.planner == "poet" || r.planner == "checkmate" || r.planner == "paging")) {
+  } else if (r.schedule && r.note.empty() && (r.planner == "poet" || r.planner == "checkmate" || r.planner == "paging")) {
     out << r.planner << ": the greedy plan is within the gap of one pass's energy; no MILP needed\n";
   }
   if (!r.schedule) {

@@ -4,6 +4,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "planner/graph.h"
 #include "planner/poet.h"
@@ -15,6 +16,9 @@ struct PlanArgs {
   std::string model;
   std::string graph_file;
   std::string onnx_file;
+  /// The ONNX file's data inputs, where the importer cannot tell them from weights given as
+  /// graph inputs (empty: detect).
+  std::vector<std::string> onnx_inputs;
   int batch = 1;
   std::string board = "pi4";
   std::string budget = "50%";

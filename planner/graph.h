@@ -45,6 +45,8 @@ struct ForwardGraph {
   uint64_t input_bytes = 0;  ///< the data batch
   std::vector<uint64_t> input_shape;  ///< (N, C, H, W) or (N, features); empty when unknown
   std::vector<ForwardOp> ops;
+  /// From an importer (ONNX): one line saying what the file held that is not here, and why.
+  std::string import_note;
 
   [[nodiscard]] uint64_t param_bytes() const;
   [[nodiscard]] uint64_t forward_flops() const;

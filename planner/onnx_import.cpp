@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "planner/onnx_fold.h"
 
 // How ONNX nodes become ForwardOps. FLOPs and what backward saves follow planner/zoo.cpp; per
 // element of the node's output unless said otherwise (a multiply-add is 2 FLOPs):
@@ -131,6 +132,20 @@ bool supported(const std::string& op_type) {
          view_ops().count(op_type) > 0 || other_ops().count(op_type) > 0;
 }
 
+/// Inputs that hold a layer's weights, bias or buffers, never the data batch: what tells a
+/// weight that arrives as a graph input (export_params=False) from the data input. MatMul's
+/// second operand is a weight when it is a graph input (torch exports Linear on 3-D inputs as
+/// MatMul(x, W^T)); Gather's table only when its indices come from a graph input (an
+/// embedding of token ids).
+bool is_weight_slot(const std::string& op_type, int index) {
+  if (op_type == "Conv" || op_type == "ConvTranspose" || op_type == "Gemm" ||
+      op_type == "BatchNormalization" || op_type == "InstanceNormalization" ||
+      op_type == "LayerNormalization")
+    return index >= 1;
+  if (op_type == "MatMul" || op_type == "PRelu") return index == 1;
+  return false;
+}
+
 /// Inputs whose initializers are settings, not parameters.
 bool is_setting_input(const std::string& op_type, int index) {
   if (op_type == "BatchNormalization") return index >= 3;  // running mean and variance
@@ -200,7 +215,17 @@ struct Shape {
 
 class Importer {
  public:
-  Importer(std::filesystem::path path, int batch) : path_(std::move(path)), batch_(batch) {}
+  Importer(std::filesystem::path path, int batch, std::vector<std::string> data_inputs)
+      : path_(std::move(path)), batch_(batch), data_input_names_(std::move(data_inputs)) {}
+
+  /// The first data input's first dimension as exported; 0 when symbolic (after run()).
+  [[nodiscard]] int64_t exported_batch() const { return exported_batch_; }
+
+  /// Reads the model from `bytes` instead of the file (the path then only names it).
+  void use_bytes(std::string_view bytes) {
+    bytes_ = std::string(bytes);
+    have_bytes_ = true;
+  }
 
   ForwardGraph run() {
     if (batch_ < 0 || batch_ > kMaxBatch)
@@ -210,13 +235,13 @@ class Importer {
     classify();
     check();
     set_batch();
-    infer();
-    collect_shapes();
+    infer_and_fold();
     ForwardGraph g;
     g.name = path_.stem().string();
     g.input_bytes = input_bytes();
     build(g);
     prune(g);
+    g.import_note = summary(g);
     return g;
   }
 
@@ -234,6 +259,10 @@ class Importer {
   }
 
   void load() {
+    if (have_bytes_) {
+      parse(bytes_);
+      return;
+    }
     std::error_code ec;
     if (std::filesystem::is_directory(path_, ec))
       throw InputError("cannot read onnx file " + path_.string() + ": it is a directory");
@@ -247,7 +276,11 @@ class Importer {
     std::ostringstream bytes;
     bytes << in.rdbuf();
     if (in.bad()) throw InputError("cannot read onnx file " + path_.string() + ": read failed");
-    if (!model_.ParseFromString(bytes.str()))
+    parse(bytes.str());
+  }
+
+  void parse(const std::string& bytes) {
+    if (!model_.ParseFromString(bytes))
       fail("not an onnx model (the protobuf does not parse)");
     if (!model_.has_graph() || model_.graph().node_size() == 0)
       fail("not an onnx model (it has no graph nodes)");
@@ -259,14 +292,10 @@ class Importer {
     const onnx::GraphProto& graph = model_.graph();
     for (const auto& init : graph.initializer()) {
       initializers_[init.name()] = &init;
+      param_types_[init.name()] = init.data_type();
       constant_.insert(init.name());
     }
-    for (const auto& input : graph.input())
-      if (constant_.count(input.name()) == 0) {
-        data_inputs_.push_back(input.name());
-        activation_.insert(input.name());
-      }
-    if (data_inputs_.empty()) fail("the model has no data input (every input is an initializer)");
+    classify_inputs();
 
     roles_.resize(static_cast<std::size_t>(graph.node_size()));
     for (int i = 0; i < graph.node_size(); ++i) {
@@ -295,6 +324,18 @@ class Importer {
         // MatMul(x, Transpose(weight))): still that parameter.
         if (const std::string* root = parameter_root(node.input(0))) roots_[node.output(0)] = *root;
       }
+      if (role == Role::kConstant && !reads_metadata_only(node.op_type())) {
+        // Parameters computed on before an op reads them (Swin's relative position bias
+        // table gathered by a constant index, a weight scaled by a constant) still count.
+        std::vector<std::string> sources;
+        for (int k = 0; k < node.input_size(); ++k) {
+          if (is_setting_input(node.op_type(), k)) continue;
+          for (const std::string& p : parameter_sources(node.input(k)))
+            if (std::find(sources.begin(), sources.end(), p) == sources.end()) sources.push_back(p);
+        }
+        if (!sources.empty())
+          for (const std::string& out : node.output()) sources_[out] = sources;
+      }
       if (node.op_type() == "Constant" && node.output_size() > 0) {
         for (const auto& attr : node.attribute())
           if (attr.name() == "value" && attr.has_t()) constant_values_[node.output(0)] = &attr.t();
@@ -306,14 +347,163 @@ class Importer {
     }
   }
 
+  /// The graph input a tensor is, directly or through ops that only rearrange it; "" else.
+  [[nodiscard]] std::string traced_input(std::string tensor,
+                                         const std::unordered_map<std::string, int>& producer) const {
+    for (int hops = 0; hops < 64; ++hops) {
+      if (graph_inputs_.count(tensor) > 0) return tensor;
+      const auto it = producer.find(tensor);
+      if (it == producer.end()) return {};
+      const onnx::NodeProto& node = model_.graph().node(it->second);
+      if (!reshapes_only(node.op_type()) || node.input_size() == 0) return {};
+      tensor = node.input(0);
+    }
+    return {};
+  }
+
+  /// Which graph inputs are weights and which is the data batch. An initializer is a weight;
+  /// so is a graph input (export_params=False) that an op reads as its weight, bias or buffer
+  /// (is_weight_slot), or that is added to the output of a weighted MatMul or Gemm (a
+  /// Linear's bias). The data inputs are the rest, unless `data_inputs` names them; when more
+  /// than one input remains, the importer cannot tell and refuses rather than guess.
+  void classify_inputs() {
+    const onnx::GraphProto& graph = model_.graph();
+    std::vector<std::string> candidates;
+    for (const auto& input : graph.input())
+      if (constant_.count(input.name()) == 0) {
+        candidates.push_back(input.name());
+        graph_inputs_.insert(input.name());
+      }
+    std::unordered_map<std::string, int> producer;
+    std::set<std::string> read;
+    for (int i = 0; i < graph.node_size(); ++i) {
+      for (const std::string& out : graph.node(i).output()) producer[out] = i;
+      for (const std::string& in : graph.node(i).input()) read.insert(in);
+    }
+    std::set<std::string> weights;
+    std::map<std::string, std::string> weight_reader;  // weight input -> the node that shows it
+    auto rank_of = [&](const std::string& input) {
+      for (const auto& in : graph.input())
+        if (in.name() == input && in.type().has_tensor_type() && in.type().tensor_type().has_shape())
+          return in.type().tensor_type().shape().dim_size();
+      return -1;
+    };
+    bool bias_only = false;  // a Linear's bias is a vector
+    auto mark = [&](const std::string& tensor, int node) {
+      const std::string input = traced_input(tensor, producer);
+      if (input.empty() || (bias_only && rank_of(input) != 1)) return;
+      if (weights.insert(input).second) weight_reader[input] = node_label(node);
+    };
+    for (int i = 0; i < graph.node_size(); ++i) {
+      const onnx::NodeProto& node = graph.node(i);
+      for (int k = 0; k < node.input_size(); ++k)
+        if (is_weight_slot(node.op_type(), k)) mark(node.input(k), i);
+      if (node.op_type() == "Gather" && node.input_size() == 2 &&
+          !traced_input(node.input(1), producer).empty())
+        mark(node.input(0), i);
+    }
+    auto weighted_product = [&](const std::string& tensor) {
+      const auto it = producer.find(tensor);
+      if (it == producer.end()) return false;
+      const onnx::NodeProto& node = graph.node(it->second);
+      if ((node.op_type() != "MatMul" && node.op_type() != "Gemm") || node.input_size() < 2)
+        return false;
+      const std::string w = traced_input(node.input(1), producer);
+      return weights.count(w) > 0 || initializers_.count(node.input(1)) > 0 ||
+             roots_from_initializer(node.input(1), producer);
+    };
+    bias_only = true;
+    for (int i = 0; i < graph.node_size(); ++i) {
+      const onnx::NodeProto& node = graph.node(i);
+      if (node.op_type() != "Add" || node.input_size() != 2) continue;
+      for (int k = 0; k < 2; ++k)
+        if (weighted_product(node.input(1 - k))) mark(node.input(k), i);
+    }
+
+    if (!data_input_names_.empty()) {
+      for (const std::string& name : data_input_names_) {
+        if (initializers_.count(name) > 0)
+          fail("input " + quoted(name) + " is an initializer (a weight), not a data input");
+        if (graph_inputs_.count(name) == 0)
+          fail("the model has no input " + quoted(name) + " (its inputs: " + list(candidates) + ")");
+      }
+      for (const std::string& name : data_input_names_) weights.erase(name);
+      for (const std::string& name : candidates)
+        if (std::find(data_input_names_.begin(), data_input_names_.end(), name) ==
+                data_input_names_.end() &&
+            read.count(name) > 0)
+          weights.insert(name);
+    }
+    std::vector<std::string> data;
+    for (const std::string& name : candidates) {
+      if (weights.count(name) > 0) continue;
+      if (read.count(name) == 0) {
+        unused_inputs_.push_back(name);
+        continue;
+      }
+      data.push_back(name);
+    }
+    if (data.empty())
+      fail(candidates.empty() ? "the model has no data input (every input is an initializer)"
+                              : "the model has no data input (every input is read as a weight: " +
+                                    list(candidates) + ")");
+    if (data.size() > 1 && data_input_names_.empty())
+      fail("cannot tell the data input from weights among " + list(data) +
+           " (no op reads them as a weight or bias): name the data input (--onnx-input " +
+           one_line(data.front()) + ")");
+    for (const std::string& name : weights) {
+      const auto it = std::find_if(graph.input().begin(), graph.input().end(),
+                                   [&](const auto& in) { return in.name() == name; });
+      if (!it->type().has_tensor_type() || !it->type().tensor_type().has_shape())
+        fail("weight input " + quoted(name) + " (read by " + weight_reader[name] +
+             ") has no shape: the importer cannot size it");
+      param_types_[name] = it->type().tensor_type().elem_type();
+      constant_.insert(name);
+      weight_inputs_.insert(name);
+    }
+    for (const std::string& name : data) {
+      data_inputs_.push_back(name);
+      activation_.insert(name);
+    }
+  }
+
+  /// Whether `tensor` is an initializer seen through views (classify has not run yet).
+  [[nodiscard]] bool roots_from_initializer(std::string tensor,
+                                            const std::unordered_map<std::string, int>& producer) const {
+    for (int hops = 0; hops < 64; ++hops) {
+      if (initializers_.count(tensor) > 0) return true;
+      const auto it = producer.find(tensor);
+      if (it == producer.end()) return false;
+      const onnx::NodeProto& node = model_.graph().node(it->second);
+      if (!reshapes_only(node.op_type()) || node.input_size() == 0) return false;
+      tensor = node.input(0);
+    }
+    return false;
+  }
+
+  static std::string list(const std::vector<std::string>& names) {
+    std::string out;
+    for (std::size_t k = 0; k < names.size() && k < 6; ++k)
+      out += (out.empty() ? "" : ", ") + quoted(names[k]);
+    if (names.size() > 6) out += " and " + std::to_string(names.size() - 6) + " more";
+    return out;
+  }
+
   /// Ops that only rearrange or repeat their first input's elements.
   static bool reshapes_only(const std::string& op_type) {
     return view_ops().count(op_type) > 0 || op_type == "Cast" || op_type == "Expand";
   }
 
+  /// The weights `tensor` is or was computed from without any activation.
+  [[nodiscard]] std::vector<std::string> parameter_sources(const std::string& tensor) const {
+    if (param_types_.count(tensor) > 0) return {tensor};
+    if (const auto it = sources_.find(tensor); it != sources_.end()) return it->second;
+    return {};
+  }
+
   /// The initializer `tensor` is, or is a view of; nullptr for anything else.
   [[nodiscard]] const std::string* parameter_root(const std::string& tensor) const {
-    if (const auto it = initializers_.find(tensor); it != initializers_.end()) return &it->first;
+    if (const auto it = param_types_.find(tensor); it != param_types_.end()) return &it->first;
     if (const auto it = roots_.find(tensor); it != roots_.end()) return &it->second;
     return nullptr;
   }
@@ -328,9 +518,36 @@ class Importer {
     return list;
   }
 
+  /// ONNX's checker. Weights kept in an external data file (save_as_external_data) are
+  /// checked as the graph inputs they stand for: the planner needs their shapes, not their
+  /// values, so the file need not be there.
   void check() {
+    const auto& inits = model_.graph().initializer();
+    const bool external = std::any_of(inits.begin(), inits.end(), [](const auto& t) {
+      return t.data_location() == onnx::TensorProto_DataLocation_EXTERNAL;
+    });
     try {
-      onnx::checker::check_model(model_);
+      if (!external) {
+        onnx::checker::check_model(model_);
+        return;
+      }
+      onnx::ModelProto copy = model_;
+      onnx::GraphProto& graph = *copy.mutable_graph();
+      graph.clear_initializer();
+      for (const auto& t : inits) {
+        if (t.data_location() != onnx::TensorProto_DataLocation_EXTERNAL) {
+          *graph.add_initializer() = t;
+          continue;
+        }
+        ++external_weights_;
+        onnx::ValueInfoProto& input = *graph.add_input();
+        input.set_name(t.name());
+        auto& tensor = *input.mutable_type()->mutable_tensor_type();
+        tensor.set_elem_type(t.data_type());
+        auto& shape = *tensor.mutable_shape();
+        for (int64_t d : t.dims()) shape.add_dim()->set_dim_value(d);
+      }
+      onnx::checker::check_model(copy);
     } catch (const std::exception& e) {
       fail("not a valid onnx model: " + one_line(e.what()));
     }
@@ -345,6 +562,8 @@ class Importer {
       if (!input.type().has_tensor_type() || !input.type().tensor_type().has_shape())
         fail("input " + quoted(input.name()) + " has no shape");
       auto& shape = *input.mutable_type()->mutable_tensor_type()->mutable_shape();
+      if (shape.dim_size() > 0 && shape.dim(0).has_dim_value() && exported_batch_ == 0)
+        exported_batch_ = shape.dim(0).dim_value();
       if (batch_ > 0 && shape.dim_size() > 0) shape.mutable_dim(0)->set_dim_value(batch_);
       for (int d = 0; d < shape.dim_size(); ++d) {
         const auto& dim = shape.dim(d);
@@ -371,6 +590,68 @@ class Importer {
     } catch (const std::exception& e) {
       fail("shape inference failed: " + one_line(e.what()));
     }
+  }
+
+  /// ONNX's shape inference, then folding the shape arithmetic it could not see through
+  /// (detail::fold_constants), until a round folds nothing more.
+  void infer_and_fold() {
+    std::vector<bool> foldable(roles_.size());
+    for (std::size_t i = 0; i < roles_.size(); ++i)
+      foldable[i] = roles_[i] == Role::kConstant && model_.graph().node(static_cast<int>(i)).op_type() != "Constant";
+    const auto static_shape = [&](const std::string& tensor) -> std::optional<std::vector<int64_t>> {
+      const auto it = shapes_.find(tensor);
+      if (it == shapes_.end()) return std::nullopt;
+      return it->second.dims;
+    };
+    for (int round = 0; round < 256; ++round) {
+      infer();
+      collect_shapes();
+      const int folded = detail::fold_constants(*model_.mutable_graph(), foldable, static_shape);
+      folded_ += folded;
+      if (folded == 0) break;
+    }
+    constant_values_.clear();
+    for (const auto& node : model_.graph().node()) {
+      if (node.op_type() != "Constant" || node.output_size() == 0) continue;
+      for (const auto& attr : node.attribute())
+        if (attr.name() == "value" && attr.has_t()) constant_values_[node.output(0)] = &attr.t();
+    }
+  }
+
+  /// One line: what the file held that did not become an op, and why.
+  [[nodiscard]] std::string summary(const ForwardGraph& g) const {
+    std::map<std::string, int> views;
+    int constants = 0;
+    for (std::size_t i = 0; i < roles_.size(); ++i) {
+      if (roles_[i] == Role::kView) ++views[model_.graph().node(static_cast<int>(i)).op_type()];
+      if (roles_[i] == Role::kConstant) ++constants;
+    }
+    std::string out = std::to_string(model_.graph().node_size()) + " nodes read, " +
+                      std::to_string(g.ops.size()) + " ops kept";
+    std::vector<std::string> left;
+    int view_count = 0;
+    std::string view_types;
+    for (const auto& [type, n] : views) {
+      view_count += n;
+      view_types += (view_types.empty() ? "" : ", ") + type;
+    }
+    if (view_count > 0)
+      left.push_back(std::to_string(view_count) + " views (" + view_types + ": no work of their own)");
+    if (constants > 0)
+      left.push_back(std::to_string(constants) + " constant or shape nodes (" +
+                     std::to_string(folded_) + " folded: no activation)");
+    if (pruned_ > 0)
+      left.push_back(std::to_string(pruned_) + " ops that do not lead to the output " +
+                     quoted(model_.graph().output(0).name()));
+    if (!unused_inputs_.empty())
+      left.push_back(std::to_string(unused_inputs_.size()) + " unused inputs (" + list(unused_inputs_) + ")");
+    if (!weight_inputs_.empty())
+      out += "; " + std::to_string(weight_inputs_.size()) + " weight inputs counted as parameters";
+    if (external_weights_ > 0)
+      out += "; " + std::to_string(external_weights_) +
+             " weights in an external data file (not read: only their shapes matter)";
+    for (std::size_t k = 0; k < left.size(); ++k) out += (k == 0 ? "; left out " : ", ") + left[k];
+    return out;
   }
 
   void collect_shapes() {
@@ -512,10 +793,11 @@ class Importer {
       op.name = op_name(i);
       op.inputs = inputs;
       for (int k = 0; k < node.input_size(); ++k) {
-        const std::string* root = parameter_root(node.input(k));
-        if (root == nullptr || is_setting_input(node.op_type(), k)) continue;
-        if (!is_floating(initializers_.at(*root)->data_type())) continue;
-        if (counted_params.insert(*root).second) op.param_bytes += bytes(*root, i);
+        if (is_setting_input(node.op_type(), k)) continue;
+        for (const std::string& root : parameter_sources(node.input(k))) {
+          if (!is_floating(param_types_.at(root))) continue;
+          if (counted_params.insert(root).second) op.param_bytes += bytes(root, i);
+        }
       }
       const bool reads_data_only =
           std::all_of(inputs.begin(), inputs.end(), [](int in) { return in == kGraphInput; });
@@ -632,7 +914,7 @@ class Importer {
   }
 
   /// Keeps the ops the logits depend on, renumbered.
-  void prune(ForwardGraph& g) const {
+  void prune(ForwardGraph& g) {
     std::vector<bool> live(g.ops.size(), false);
     live[static_cast<std::size_t>(logits_op_)] = true;
     for (int i = logits_op_; i >= 0; --i) {
@@ -650,6 +932,7 @@ class Importer {
         if (in != kGraphInput) in = renumber[static_cast<std::size_t>(in)];
       kept.push_back(std::move(op));
     }
+    pruned_ = static_cast<int>(g.ops.size() - kept.size());
     g.ops = std::move(kept);
   }
 
@@ -659,9 +942,21 @@ class Importer {
   std::unordered_map<std::string, const onnx::TensorProto*> initializers_;
   std::unordered_map<std::string, const onnx::TensorProto*> constant_values_;
   std::unordered_map<std::string, std::string> roots_;  // views of initializers -> initializer
+  std::unordered_map<std::string, std::vector<std::string>> sources_;  // weights behind constants
   std::set<std::string> constant_;                      // tensors that are not activations
   std::set<std::string> activation_;                    // tensors computed from the data input
+  std::vector<std::string> data_input_names_;  // as the caller named them; empty: detect
   std::vector<std::string> data_inputs_;
+  std::set<std::string> graph_inputs_;    // graph inputs that are not initializers
+  std::set<std::string> weight_inputs_;   // of those, the weights (export_params=False)
+  std::vector<std::string> unused_inputs_;
+  std::unordered_map<std::string, int32_t> param_types_;  // weights -> element type
+  int folded_ = 0;
+  int pruned_ = 0;
+  int external_weights_ = 0;
+  int64_t exported_batch_ = 0;
+  std::string bytes_;
+  bool have_bytes_ = false;
   std::vector<Role> roles_;
   std::map<std::string, Shape> shapes_;
   std::set<std::string> names_;
@@ -670,8 +965,35 @@ class Importer {
 
 }  // namespace
 
-ForwardGraph import_onnx(const std::filesystem::path& path, int batch) {
-  return Importer(path, batch).run();
+ForwardGraph import_onnx_bytes(std::string_view bytes, const std::string& name, int batch,
+                               const std::vector<std::string>& data_inputs) {
+  Importer importer(name, batch, data_inputs);
+  importer.use_bytes(bytes);
+  return importer.run();
+}
+
+ForwardGraph import_onnx(const std::filesystem::path& path, int batch,
+                         const std::vector<std::string>& data_inputs) {
+  Importer importer(path, batch, data_inputs);
+  ForwardGraph g = importer.run();
+  const int64_t exported = importer.exported_batch();
+  if (batch <= 0 || batch == exported) return g;
+  // Re-batched: every activation must scale with the batch. An export that baked the batch
+  // into a constant (ViT's class token expanded to the traced batch) keeps some at the old
+  // size, which would be a plausible graph built on a wrong shape.
+  const int other = exported > 0 ? static_cast<int>(exported) : batch + 1;
+  const ForwardGraph reference = Importer(path, other, data_inputs).run();
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    const bool same_op = i < reference.ops.size() && reference.ops[i].name == g.ops[i].name;
+    if (same_op && g.ops[i].output_bytes * static_cast<uint64_t>(other) ==
+                       reference.ops[i].output_bytes * static_cast<uint64_t>(batch))
+      continue;
+    throw InputError(path.string() + ": cannot re-batch to " + std::to_string(batch) + ": " +
+                     g.ops[i].op + " node '" + g.ops[i].name + "' does not scale with the batch " +
+                     "(the export baked its batch into a constant); export at batch " +
+                     std::to_string(batch) + " and plan it with that batch");
+  }
+  return g;
 }
 
 }  // namespace ergon::planner

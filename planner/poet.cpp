@@ -1,5 +1,7 @@
 #include "planner/poet.h"
 
+#include "planner/baselines.h"
+
 #include "planner/bounds.h"
 #include "planner/stage_plan.h"
 
@@ -330,13 +332,40 @@ void claim(const TrainingGraph& graph, const StagePlan& plan, double bound_j,
   result.schedule = to_schedule(graph, plan, request.objective);
 }
 
+/// Above this many nodes the stage MILP (about 5 n^2 / 2 binaries) is not built: it would
+/// take gigabytes and its LP alone more than any default time limit.
+constexpr int kMaxMilpNodes = 400;
+
+/// The least-energy schedule among the baselines whose moves POET's contain (store-all, chen
+/// with recomputation, capuchin with what the request allows), bounded by `bound_j`, as a
+/// result of poet's; nullopt when none finds one.
+std::optional<PlanResult> best_contained_baseline(const TrainingGraph& graph,
+                                                  const PlanRequest& request, double bound_j) {
+  std::optional<PlanResult> best;
+  for (const char* name : {"store-all", "chen", "capuchin"}) {
+    if (std::string(name) == "chen" && !request.allowed.recompute) continue;
+    PlanResult r = plan_baseline(name, graph, request);
+    if (!r.schedule) continue;
+    if (!best || r.objective_j < best->objective_j) best = std::move(r);
+  }
+  if (!best) return std::nullopt;
+  best->note = "the " + best->planner + " baseline's schedule stands";
+  best->planner = "poet";
+  best->bound_j = std::min(std::max({best->bound_j, bound_j, graph.single_pass_energy_j()}),
+                           best->objective_j);
+  best->gap = (best->objective_j - best->bound_j) / std::max(best->objective_j, 1e-300);
+  best->status =
+      best->gap <= request.relative_gap ? ModelStatus::kOptimal : ModelStatus::kFeasible;
+  return best;
+}
+
 /// The smallest budget (within 1 %) at which the greedy heuristic finds a plan, between the
 /// request's budget and store-all's peak: guidance when nothing was found at the budget.
 std::optional<uint64_t> smallest_greedy_budget(const TrainingGraph& graph,
                                                const PlanRequest& request) {
   auto found_at = [&](uint64_t budget) {
     return greedy_stage_plan(graph, budget, request.deadline_s, request.allowed, 0,
-                             request.objective)
+                             request.objective, 0, /*give_up_s=*/1.0)
         .has_value();
   };
   uint64_t lo = request.budget_bytes;  // nothing found here
@@ -373,12 +402,36 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
       memory_lower_bound_j(graph, req.budget_bytes, req.objective, req.allowed);
   const double good_enough_j =
       req.relative_gap < 1 ? memory_bound_j / (1 - req.relative_gap) : memory_bound_j;
-  std::optional<StagePlan> heuristic =
-      greedy_stage_plan(graph, req.budget_bytes, req.deadline_s, req.allowed,
-                        std::clamp(req.time_limit_s / 5, 0.2, 10.0), req.objective, good_enough_j);
+  std::optional<StagePlan> heuristic = greedy_stage_plan(
+      graph, req.budget_bytes, req.deadline_s, req.allowed,
+      std::clamp(req.time_limit_s / 5, 0.2, 10.0), req.objective, good_enough_j,
+      std::max(1.0, req.time_limit_s / 2));
   if (heuristic) {
     claim(graph, *heuristic, memory_bound_j, req, result);
     if (result.status == ModelStatus::kOptimal) {
+      result.solve_time_s = seconds_since(start);
+      return result;
+    }
+  }
+  // No greedy plan in its time (large graphs): the best contained baseline is the incumbent,
+  // and the answer when the stage model is too large to build or no time is left.
+  if (!heuristic) {
+    std::optional<PlanResult> fallback = best_contained_baseline(graph, request, memory_bound_j);
+    const bool milp_too_large = graph.size() > kMaxMilpNodes;
+    if (fallback && (milp_too_large || req.time_limit_s - seconds_since(start) < 1.0)) {
+      result = std::move(*fallback);
+      result.note = std::string(milp_too_large ? "the graph's " + std::to_string(graph.size()) +
+                                                     " nodes are too many for the stage MILP"
+                                               : "no time left for the solver") +
+                    " and the greedy search found no plan in time; " + result.note;
+      result.solve_time_s = seconds_since(start);
+      return result;
+    }
+    if (milp_too_large) {
+      result.status = ModelStatus::kNoSolutionFound;
+      result.why = "the graph's " + std::to_string(graph.size()) +
+                   " nodes are too many for the stage MILP, and neither the greedy search nor "
+                   "a baseline found a schedule";
       result.solve_time_s = seconds_since(start);
       return result;
     }

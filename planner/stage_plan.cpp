@@ -205,12 +205,10 @@ struct State {
 class Greedy {
  public:
   Greedy(const TrainingGraph& g, uint64_t budget_bytes, double deadline_s, AllowedMoves allowed,
-         double search_time_s, Objective objective, double good_enough_j)
+         double search_time_s, Objective objective, double good_enough_j, double give_up_s)
       : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget_bytes),
         deadline_(deadline_s), objective_(objective), good_enough_j_(good_enough_j),
-        stop_at_(std::chrono::steady_clock::now() +
-                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                     std::chrono::duration<double>(search_time_s))) {
+        stop_at_(after(search_time_s)), give_up_at_(after(give_up_s)) {
     if (allowed.recompute) bridges_.push_back(kRecompute);
     if (allowed.paging && objective == Objective::kTotal) bridges_.push_back(kPageLate);
     if (allowed.paging) bridges_.push_back(kPage);
@@ -226,7 +224,7 @@ class Greedy {
       // tried first; where page-ins hold memory while they run (Objective::kTotal) it may
       // not fit where recomputing everything does.
       bool restarted = false;
-      for (auto b = bridges_.rbegin(); b != bridges_.rend() && !restarted; ++b) {
+      for (auto b = bridges_.rbegin(); b != bridges_.rend() && !restarted && !given_up(); ++b) {
         Choices all(n_, std::vector<char>(n_, kUnset));
         for (int j = 0; j < n_; ++j)
           for (int u : users_[j])
@@ -241,6 +239,15 @@ class Greedy {
   }
 
  private:
+  static std::chrono::steady_clock::time_point after(double seconds) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!(seconds < 1e9)) return std::chrono::steady_clock::time_point::max();
+    return now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                     std::chrono::duration<double>(seconds));
+  }
+
+  [[nodiscard]] bool given_up() const { return std::chrono::steady_clock::now() >= give_up_at_; }
+
   bool fits_deadline(const State& s) const {
     return s.costs.deadline_time_s <= deadline_ * (1 + 1e-9);
   }
@@ -264,6 +271,7 @@ class Greedy {
       std::optional<State> best;
       double best_score = 0;
       for (const Gap& gap : s.gaps) {
+        if (given_up()) return false;
         if (gap.used != kCarry || gap.to - gap.from < 2 || !covers_excess(s, gap)) continue;
         for (Bridge alt : bridges_) {
           State next = with_choice(s, gap, alt);
@@ -426,6 +434,7 @@ class Greedy {
   double good_enough_j_;  ///< local search stops at or below this energy
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
   std::chrono::steady_clock::time_point stop_at_;  ///< when local search gives up
+  std::chrono::steady_clock::time_point give_up_at_;  ///< when finding any plan gives up
 };
 
 }  // namespace
@@ -433,11 +442,11 @@ class Greedy {
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
                                            double deadline_s, AllowedMoves allowed,
                                            double search_time_s, Objective objective,
-                                           double good_enough_j) {
+                                           double good_enough_j, double give_up_s) {
   if (graph.size() == 0) return std::nullopt;
-  std::optional<StagePlan> plan =
-      Greedy(graph, budget_bytes, deadline_s, allowed, search_time_s, objective, good_enough_j)
-          .run();
+  std::optional<StagePlan> plan = Greedy(graph, budget_bytes, deadline_s, allowed, search_time_s,
+                                         objective, good_enough_j, give_up_s)
+                                       .run();
   assert(!plan || check_stage_plan(graph, *plan).empty());
   return plan;
 }

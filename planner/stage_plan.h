@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,11 +79,14 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan,
 /// change that is no longer needed, and searches locally (each change swapped for another,
 /// or undone and the excess repaired) for up to `search_time_s`, or until the plan's energy
 /// is at most `good_enough_j`. Measures plans as `objective` does, deadline included.
-/// nullopt when it finds no plan, which does not prove that none exists.
+/// nullopt when it finds no plan, which does not prove that none exists, and when finding
+/// one would take longer than `give_up_s` (on large graphs each greedy step re-measures the
+/// whole plan for every candidate bridge).
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
                                            double deadline_s, AllowedMoves allowed = {},
                                            double search_time_s = 5,
                                            Objective objective = Objective::kPoet,
-                                           double good_enough_j = 0);
+                                           double good_enough_j = 0,
+                                           double give_up_s = std::numeric_limits<double>::infinity());
 
 }  // namespace ergon::planner
