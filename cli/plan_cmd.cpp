@@ -137,8 +137,10 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
     return planner::per_phase_graph(forward, backward);
   }
   if (!args.graph_file.empty()) {
-    if (cost_source) *cost_source = "costs: as given in " + args.graph_file;
-    return planner::read_graph_json(args.graph_file);
+    auto graph = planner::read_graph_json(args.graph_file);
+    if (cost_source)
+      *cost_source = "costs: as given in " + args.graph_file + "\n" + args.graph_file + ": " + graph.import_note;
+    return graph;
   }
   auto board = devices::find_board(args.board);
   if (!board)

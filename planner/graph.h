@@ -102,6 +102,9 @@ struct TrainingGraph {
   /// mode; the loss and backward nodes carry that mode's costs as their own. Empty: one mode,
   /// each node's own cost throughout.
   std::vector<NodeCost> late_costs;
+  /// From a reader of outside data (graph JSON): one line saying what the file held that is
+  /// not here, and why. Empty for graphs built here.
+  std::string import_note;
 
   [[nodiscard]] int size() const { return static_cast<int>(nodes.size()); }
   /// What computing `node` costs before the forward pass is over (`late` false) or after.

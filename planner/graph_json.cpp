@@ -11,7 +11,9 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -176,6 +178,36 @@ std::string errno_text() {
 
 }  // namespace
 
+namespace {
+
+/// "12 nodes and 14 edges read; ignored fields other tools added: color (top level), flops
+/// (in 12 nodes)", or "...; nothing ignored".
+std::string ignored_fields_note(const json& doc, const TrainingGraph& g) {
+  static const std::set<std::string> top{"format", "name", "fixed_bytes", "idle_power_w", "nodes", "edges"};
+  static const std::set<std::string> node{"id", "name", "op", "phase", "time_s", "energy_j", "output_bytes",
+                                          "pagein_time_s", "pagein_energy_j", "pageout_time_s",
+                                          "pageout_energy_j"};
+  std::vector<std::string> ignored;
+  for (const auto& [key, value] : doc.items())
+    if (top.count(key) == 0) ignored.push_back(printable(key) + " (top level)");
+  std::map<std::string, int> in_nodes;
+  for (const auto& n : doc.at("nodes"))
+    if (n.is_object())
+      for (const auto& [key, value] : n.items())
+        if (node.count(key) == 0) ++in_nodes[key];
+  for (const auto& [key, count] : in_nodes)
+    ignored.push_back(printable(key) + " (in " + std::to_string(count) + " nodes)");
+  std::string out = std::to_string(g.nodes.size()) + " nodes and " + std::to_string(g.edges.size()) +
+                    " edges read; ";
+  if (ignored.empty()) return out + "nothing ignored";
+  out += "ignored fields Ergon does not use: ";
+  for (std::size_t k = 0; k < ignored.size() && k < 8; ++k) out += (k == 0 ? "" : ", ") + ignored[k];
+  if (ignored.size() > 8) out += " and " + std::to_string(ignored.size() - 8) + " more";
+  return out;
+}
+
+}  // namespace
+
 TrainingGraph parse_graph_json(std::string_view text, const std::string& source) {
   const Reader r(source);
   json doc;
@@ -217,6 +249,7 @@ TrainingGraph parse_graph_json(std::string_view text, const std::string& source)
   } catch (const InputError& e) {
     r.fail(e.what());
   }
+  g.import_note = ignored_fields_note(doc, g);
   return g;
 }
 

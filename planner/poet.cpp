@@ -415,8 +415,15 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   }
   // No greedy plan in its time (large graphs): the best contained baseline is the incumbent,
   // and the answer when the stage model is too large to build or no time is left.
+  std::optional<PlanResult> fallback;
+  auto fall_back = [&](const std::string& why) {
+    PlanResult r = std::move(*fallback);
+    r.note = why + "; " + r.note;
+    r.solve_time_s = seconds_since(start);
+    return r;
+  };
   if (!heuristic) {
-    std::optional<PlanResult> fallback = best_contained_baseline(graph, request, memory_bound_j);
+    fallback = best_contained_baseline(graph, request, memory_bound_j);
     const bool milp_too_large = graph.size() > kMaxMilpNodes;
     if (fallback && (milp_too_large || req.time_limit_s - seconds_since(start) < 1.0)) {
       result = std::move(*fallback);
@@ -502,12 +509,15 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
       result.note = solved.message + "; the greedy plan stands";
       return result;
     }
+    if (fallback) return fall_back(solved.message);
     result.call = solved.call;
     result.status = ModelStatus::kNoSolutionFound;
     result.schedule.reset();
     result.why = solved.message;
     return result;
   }
+  if (!solved.has_solution() && fallback && solved.model != ModelStatus::kInfeasible)
+    return fall_back("the greedy search found no plan in time and the solver none within the limit");
   if (!solved.has_solution()) {
     result.status = solved.model;
     result.bound_j = std::max(solved.bound / scale, bound_j);

@@ -97,6 +97,15 @@ TEST(GraphJson, IgnoresFieldsItDoesNotKnow) {
   EXPECT_EQ(parse_error(text), "");
 }
 
+TEST(GraphJson, SaysInOneLineWhichFieldsItIgnored) {
+  const TrainingGraph g = read_graph_json(graphs_dir() / "chain6.json");
+  EXPECT_EQ(g.import_note,
+            "6 nodes and 7 edges read; ignored fields Ergon does not use: \"comment\" (top level), "
+            "\"flops\" (in 1 nodes)");
+  const TrainingGraph plain = parse_graph_json(to_graph_json(g), "written.json");
+  EXPECT_EQ(plain.import_note, "6 nodes and 7 edges read; nothing ignored");
+}
+
 TEST(GraphJson, RoundTripsTheChainExactly) {
   const TrainingGraph g = read_graph_json(graphs_dir() / "chain6.json");
   const std::string text = to_graph_json(g);

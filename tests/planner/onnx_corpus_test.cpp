@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -30,6 +31,8 @@ struct CorpusModel {
   std::string file;
   nlohmann::json entry;
 };
+
+void PrintTo(const CorpusModel& m, std::ostream* os) { *os << m.file; }
 
 std::vector<CorpusModel> corpus() {
   std::ifstream in(corpus_dir() / "manifest.json");

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,8 @@ struct PublicLine {
   const char* total;  // nullptr: the generation has no input-total rail
   std::vector<Expected> rails;
 };
+
+void PrintTo(const PublicLine& l, std::ostream* os) { *os << l.generation; }
 
 // clang-format off
 const std::vector<PublicLine>& public_lines() {
