@@ -189,14 +189,14 @@ std::string ignored_fields_note(const json& doc, const TrainingGraph& g) {
                                           "pageout_energy_j"};
   std::vector<std::string> ignored;
   for (const auto& [key, value] : doc.items())
-    if (top.count(key) == 0) ignored.push_back(printable(key) + " (top level)");
+    if (top.count(key) == 0) ignored.push_back("\"" + printable(key) + "\" (top level)");
   std::map<std::string, int> in_nodes;
   for (const auto& n : doc.at("nodes"))
     if (n.is_object())
       for (const auto& [key, value] : n.items())
         if (node.count(key) == 0) ++in_nodes[key];
   for (const auto& [key, count] : in_nodes)
-    ignored.push_back(printable(key) + " (in " + std::to_string(count) + " nodes)");
+    ignored.push_back("\"" + printable(key) + "\" (in " + std::to_string(count) + " nodes)");
   std::string out = std::to_string(g.nodes.size()) + " nodes and " + std::to_string(g.edges.size()) +
                     " edges read; ";
   if (ignored.empty()) return out + "nothing ignored";
