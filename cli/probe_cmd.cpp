@@ -21,6 +21,7 @@
 #include "probes/nvml.h"
 #include "probes/probe.h"
 #include "probes/sysfs_probes.h"
+#include "probes/tegrastats.h"
 
 namespace ergon::cli {
 namespace {
@@ -195,9 +196,14 @@ int run_probe_list(std::ostream& out) {
   if (ina3221.empty())
     out << "ina3221: none (Jetson modules expose them under /sys/class/hwmon or "
            "/sys/bus/i2c/drivers/ina3221x)\n";
-  for (const auto& f : ina3221)
-    out << fmt::format("ina3221: {} ({}): {}  ->  --probe ina3221:{}\n", f.dir.string(), f.kind,
-                       fmt::join(f.channels, ", "), f.dir.string());
+  for (const auto& f : ina3221) {
+    const bool has_input = std::any_of(f.channels.begin(), f.channels.end(), [](const std::string& c) {
+      return probes::tegrastats_total_rail(c) != nullptr;
+    });
+    out << fmt::format("ina3221: {} ({}): {}{}  ->  --probe ina3221:{}\n", f.dir.string(), f.kind,
+                       fmt::join(f.channels, ", "),
+                       has_input ? "" : " (parts only: no rail measures the module's input)", f.dir.string());
+  }
   const auto rapl = probes::find_rapl("/");
   if (rapl.empty()) out << "rapl: none (/sys/class/powercap/intel-rapl:*: x86 CPUs only)\n";
   for (const auto& f : rapl)

@@ -18,26 +18,41 @@ namespace {
 
 constexpr double kJoulesPerKwh = 3.6e6;
 
-std::vector<WhatIf> read_profile(const std::string& path) {
+std::vector<WhatIf> read_profile(const std::string& path, std::string& note) {
   std::ifstream in(path);
   if (!in) throw InputError("cannot read the PUE profile " + path);
   std::vector<WhatIf> out;
   std::string line;
+  int comments = 0, blanks = 0, headers = 0;
   for (int n = 1; std::getline(in, line); ++n) {
-    if (line.empty() || line[0] == '#') continue;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) {
+      ++blanks;
+      continue;
+    }
+    if (line[0] == '#') {
+      ++comments;
+      continue;
+    }
     std::vector<std::string> cells;
     std::stringstream ss(line);
     for (std::string cell; std::getline(ss, cell, ',');) cells.push_back(cell);
     const std::string where = path + " line " + std::to_string(n);
     if (cells.size() < 2 || cells.size() > 3) throw InputError(where + ": expected period,pue[,gco2_per_kwh]");
-    if (cells[0] == "period") continue;  // a header
+    if (cells[0] == "period") {  // a header
+      ++headers;
+      continue;
+    }
     WhatIf w;
     w.period = cells[0];
     try {
       std::size_t used = 0;
       w.pue = std::stod(cells[1], &used);
       if (used != cells[1].size()) throw std::invalid_argument(cells[1]);
-      if (cells.size() == 3) w.gco2_per_kwh = std::stod(cells[2]);
+      if (cells.size() == 3) {
+        w.gco2_per_kwh = std::stod(cells[2], &used);
+        if (used != cells[2].size()) throw std::invalid_argument(cells[2]);
+      }
     } catch (const std::exception&) {
       throw InputError(where + ": '" + line + "' is not period,pue[,gco2_per_kwh] with numbers");
     }
@@ -46,6 +61,8 @@ std::vector<WhatIf> read_profile(const std::string& path) {
     out.push_back(w);
   }
   if (out.empty()) throw InputError("the PUE profile " + path + " has no rows");
+  note = fmt::format("{}: {} rows read; skipped {} comment lines, {} blank lines, {} header lines",
+                     path, out.size(), comments, blanks, headers);
   return out;
 }
 
@@ -107,7 +124,7 @@ EnergyStatement energy_statement(const ReportArgs& args) {
   s.gco2_per_kwh = args.grid_gco2_per_kwh;
   if (s.gco2_per_kwh) s.gco2 = s.facility_kwh * *s.gco2_per_kwh;
   if (!args.pue_profile.empty()) {
-    s.what_ifs = read_profile(args.pue_profile);
+    s.what_ifs = read_profile(args.pue_profile, s.profile_note);
     for (WhatIf& w : s.what_ifs) {
       if (!w.gco2_per_kwh) w.gco2_per_kwh = args.grid_gco2_per_kwh;
       w.facility_kwh = s.energy_kwh * w.pue;
@@ -134,6 +151,7 @@ int run_report(const ReportArgs& args, std::ostream& out) {
     j["grid_gco2_per_kwh"] = s.gco2_per_kwh ? nlohmann::json(*s.gco2_per_kwh) : nullptr;
     j["gco2"] = s.gco2 ? nlohmann::json(*s.gco2) : nullptr;
     j["what_if"] = nlohmann::json::array();
+    if (!s.profile_note.empty()) j["profile_note"] = s.profile_note;
     for (const auto& w : s.what_ifs)
       j["what_if"].push_back({{"period", w.period},
                               {"pue", w.pue},
@@ -159,6 +177,7 @@ int run_report(const ReportArgs& args, std::ostream& out) {
       out << fmt::format("| {} | {:.3g} | {} | {:.4g} | {} |\n", w.period, w.pue,
                          w.gco2_per_kwh ? fmt::format("{:.4g}", *w.gco2_per_kwh) : "-", w.facility_kwh,
                          w.gco2 ? fmt::format("{:.4g}", *w.gco2) : "-");
+    out << "\n(" << s.profile_note << ")\n";
   }
   out << "\nMethod: "
       << (s.measured ? fmt::format("{} power samples of the board's input rail integrated by the trapezoid rule",

@@ -47,6 +47,9 @@ struct EnergyStatement {
   std::optional<double> gco2_per_kwh;
   std::optional<double> gco2;
   std::vector<WhatIf> what_ifs;
+  /// One line on what the PUE profile held besides its rows (comments, blank lines, a
+  /// header); empty without a profile.
+  std::string profile_note;
   uint64_t samples = 0;
 };
 

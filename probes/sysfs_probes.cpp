@@ -1,5 +1,7 @@
 #include "probes/sysfs_probes.h"
 
+#include "probes/tegrastats.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -98,6 +100,24 @@ class Ina3221Probe final : public Probe {
 
   /// The kernel's channel numbers (hwmon 1..3, iio 0..2) in channel order.
   std::vector<int> channel_number_;
+
+  /// Puts the chip's module-input rail (VDD_IN, POM_5V_IN: tegrastats_total_rail) first, as
+  /// channel 0, the board's power. A chip without one (a TX2's first chip, any AGX Xavier
+  /// or AGX Orin chip) measures parts only: its total is unknown.
+  void put_total_first() {
+    const auto n = std::min(found_.channels.size(), channel_number_.size());
+    std::size_t total = n;
+    for (std::size_t i = 0; i < n && total == n; ++i)
+      if (tegrastats_total_rail(found_.channels[i]) != nullptr) total = i;
+    info_.total_known = total < n;
+    if (total == 0 || total == n) return;
+    std::rotate(found_.channels.begin(), found_.channels.begin() + static_cast<std::ptrdiff_t>(total),
+                found_.channels.begin() + static_cast<std::ptrdiff_t>(total) + 1);
+    std::rotate(channel_number_.begin(), channel_number_.begin() + static_cast<std::ptrdiff_t>(total),
+                channel_number_.begin() + static_cast<std::ptrdiff_t>(total) + 1);
+    for (std::size_t i = 0; i < info_.channels.size() && i < found_.channels.size(); ++i)
+      info_.channels[i].name = found_.channels[i];
+  }
 
  private:
   /// The requested interval, else the driver's update_interval (ms), else 100 ms.
@@ -212,6 +232,7 @@ std::unique_ptr<Probe> open_ina3221(const SysfsProbeFound& found, double interva
                                    : "in_power" + std::to_string(k) + "_input";
     if (fs::exists(found.dir / file)) probe->channel_number_.push_back(k);
   }
+  probe->put_total_first();
   return probe;
 }
 

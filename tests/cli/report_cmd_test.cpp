@@ -94,6 +94,8 @@ TEST_F(ReportTest, APueProfileGivesAWhatIfPerPeriod) {
   EXPECT_EQ(s.what_ifs[0].period, "03:00");
   EXPECT_NEAR(*s.what_ifs[0].gco2, 0.5 / 3.6e6 * 1.1 * 200, 1e-15);
   EXPECT_NEAR(*s.what_ifs[1].gco2, 0.5 / 3.6e6 * 1.4 * 500, 1e-15) << "the grid's intensity where the row has none";
+  EXPECT_EQ(s.profile_note,
+            profile.string() + ": 2 rows read; skipped 1 comment lines, 0 blank lines, 1 header lines");
   std::ostringstream json;
   args.json = true;
   run_report(args, json);
@@ -111,6 +113,9 @@ TEST_F(ReportTest, BadInputIsRefusedNamingWhatIsWrong) {
   EXPECT_THROW(energy_statement(args), InputError);
   args.pue = 1.2;
   const fs::path bad = dir_ / "bad.csv";
+  std::ofstream(dir_ / "trailing.csv") << "03:00,1.2,380abc\n";
+  args.pue_profile = (dir_ / "trailing.csv").string();
+  EXPECT_THROW(energy_statement(args), InputError) << "a grid intensity with trailing text";
   std::ofstream(bad) << "03:00,abc\n";
   args.pue_profile = bad.string();
   try {

@@ -50,7 +50,18 @@ TEST(Ina3221, Tx2IioChipsGiveTheChipsOwnPower) {
   ASSERT_EQ(s.size(), 3U);
   EXPECT_EQ(s[0].power_uw, 2'143'000);
   EXPECT_EQ(s[0].bus_uv, 19'080'000);
+  EXPECT_TRUE(probe->info().total_known);
   EXPECT_TRUE(find_ina3221(kData / "x86").empty());
+}
+
+// A TX2's first chip monitors the GPU, SoC and Wi-Fi rails; an AGX Orin's chips have no
+// module-input rail at all. Channel 0 of either is a part of the board, not its power.
+TEST(Ina3221, AChipWithoutTheModuleInputRailSaysItsTotalIsUnknown) {
+  FakeClock clock;
+  const auto tx2 = find_ina3221(kData / "tx2");
+  EXPECT_FALSE(open_ina3221(tx2[0], 0.05, clock)->info().total_known) << tx2[0].channels.front();
+  const auto orin = find_ina3221(kData / "orin");
+  EXPECT_FALSE(open_ina3221(orin[0], 0, clock)->info().total_known);
 }
 
 class RaplTest : public ::testing::Test {
