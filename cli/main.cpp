@@ -13,7 +13,7 @@
 #include "cli/pareto_cmd.h"
 #include "cli/plan_cmd.h"
 #include "cli/validate_cmd.h"
-#include "cli/board_costs.h"
+#include "app/board_costs.h"
 #include "cli/boards_cmd.h"
 #include "cli/report_cmd.h"
 #include "cli/sweep_cmd.h"
@@ -201,7 +201,7 @@ int run_demo(const DemoArgs& a) {
     args.gap = 0.01;
     args.time_limit_s = a.plan_time_limit_s;
     args.db = a.db;  // the costs just measured and attributed
-    const PlanOutcome o = plan(args, false);
+    const PlanOutcome o = app::plan(args);
     cost_source = o.cost_source;
     if (!o.sim) {
       std::cout << fmt::format("  {:>7} no schedule: {}\n", budget, o.result.why);
@@ -402,8 +402,9 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--threads", plan.threads, "solver threads")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  plan_cmd->add_flag("--json", plan.json, "print the result as JSON");
-  plan_cmd->add_option("--out", plan.out, "write the encoded schedule (what a board receives)");
+  PlanOutput plan_output;
+  plan_cmd->add_flag("--json", plan_output.json, "print the result as JSON");
+  plan_cmd->add_option("--out", plan_output.out, "write the encoded schedule (what a board receives)");
 
   ValidateArgs validate_args;
   auto* validate_cmd = app.add_subcommand(
@@ -452,6 +453,7 @@ int main(int argc, char** argv) {
   graph_export->add_option("--out", graph_out, "output file (- for stdout)")->required();
 
   ParetoArgs pareto;
+  ParetoOutput pareto_output;
   pareto.graph.gap = 0.01;  // a sweep wants many points quickly
   auto* pareto_cmd = app.add_subcommand(
       "pareto", "sweep memory budgets for several planners; store every plan; print the fronts");
@@ -498,8 +500,8 @@ int main(int argc, char** argv) {
     c->add_flag("--measured", pareto.measured,
                 "cost the graph with the board's measurements in --db (ergon attribute) "
                 "instead of its published profile");
-    c->add_option("--csv", pareto.csv, "write every point as CSV");
-    c->add_option("--json", pareto.json, "write every point as JSON");
+    c->add_option("--csv", pareto_output.csv, "write every point as CSV");
+    c->add_option("--json", pareto_output.json, "write every point as JSON");
   }
 
   auto* models_cmd = app.add_subcommand("models", "list the model zoo");
@@ -590,7 +592,7 @@ int main(int argc, char** argv) {
         // Shapes only: the costs the graph is built with do not matter here.
         const auto shapes_board = rec.options.expected_board.value_or(board_or_throw("pi4"));
         const auto graph = planner::build_training_graph(planner::zoo_model(rec_model, rec_batch),
-                                                         BoardProfileCosts(shapes_board));
+                                                         app::BoardProfileCosts(shapes_board));
         rec.options.plan = model_profile_plan(graph, rec.options.seed);
         std::cerr << fmt::format("profiling {} batch {}: {} plan entries\n", rec_model, rec_batch,
                                  rec.options.plan->ops.size());
@@ -605,15 +607,15 @@ int main(int argc, char** argv) {
       const auto outcomes = record_boards(rec, std::cout, install_interrupt_counter());
       return report_outcomes(outcomes, std::cout);
     }
-    if (*plan_cmd) return run_plan(plan, std::cout);
+    if (*plan_cmd) return run_plan(plan, plan_output, std::cout);
     if (*attribute_cmd) return run_attribute(attribute_db, attribute_runs, attribute_json, std::cout);
     if (*costs_cmd) return run_costs(costs, std::cout);
     if (*validate_cmd) return run_validate(validate_args, std::cout);
-    if (*pareto_cmd) return run_pareto(pareto, std::cout);
+    if (*pareto_cmd) return run_pareto(pareto, pareto_output, std::cout);
     if (*graph_export) {
-      if (split_phases(plan.power_mode))
+      if (app::split_phases(plan.power_mode))
         throw InputError("a graph file carries one power mode's costs; export each mode (--power-mode MODE)");
-      const auto graph = load_graph(plan);
+      const auto graph = app::load_graph(plan);
       if (graph_out == "-") {
         std::cout << planner::to_graph_json(graph);
       } else {

@@ -3,304 +3,23 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cmath>
-#include <condition_variable>
 #include <fstream>
 #include <iostream>
-#include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <sstream>
-#include <thread>
 
-#include "common/clock.h"
 #include "common/error.h"
-#include "devices/board_profile.h"
-#include "planner/graph_json.h"
-#include "planner/planners.h"
-#include "planner/schedule.h"
 
 namespace ergon::cli {
-namespace {
 
-std::vector<std::string> split_names(const std::string& text) {
-  std::vector<std::string> names;
-  std::stringstream in(text);
-  for (std::string name; std::getline(in, name, ',');) {
-    if (name.empty()) continue;
-    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-  }
-  if (names.empty()) throw InputError("--planners is empty (e.g. poet,checkmate,paging)");
-  for (const auto& name : names) {
-    const auto& known = planner::planner_names();
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      throw InputError("unknown planner '" + name + "' (known: " + list + ")");
-    }
-  }
-  return names;
-}
-
-/// Budgets in the objective's terms: under total, fixed bytes on top of the activations'.
-std::vector<uint64_t> budget_grid(const planner::TrainingGraph& graph, int count,
-                                  planner::Objective objective) {
-  if (count < 1) throw InputError("--budgets must be at least 1");
-  const uint64_t fixed = objective == planner::Objective::kTotal ? graph.fixed_bytes : 0;
-  const uint64_t lo = graph.min_working_set_bytes() + fixed;
-  const uint64_t hi = std::max(graph.store_all_peak_bytes() + fixed, lo);
-  std::vector<uint64_t> grid;
-  for (int k = 0; k < count; ++k) {
-    const double f = count == 1 ? 1.0 : static_cast<double>(k) / (count - 1);
-    grid.push_back(lo + static_cast<uint64_t>(std::llround(f * static_cast<double>(hi - lo))));
-  }
-  grid.erase(std::unique(grid.begin(), grid.end()), grid.end());
-  return grid;
-}
-
-struct Task {
-  std::string planner;
-  uint64_t budget_bytes = 0;
-};
-
-
-/// A front is one planner's in one power mode: "poet", or "poet@MAXQ".
-std::string series_name(const costdb::PlanRow& r) {
-  return r.power_mode.empty() ? r.planner : r.planner + "@" + r.power_mode;
-}
-
-void mark_fronts(std::vector<ParetoPoint>& points) {
-  std::map<std::string, double> best;  // lowest energy so far per series, budgets ascending
-  std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
-    return std::pair(series_name(a.plan), a.plan.budget_bytes) < std::pair(series_name(b.plan), b.plan.budget_bytes);
-  });
-  for (auto& p : points) {
-    if (!p.plan.energy_j) continue;
-    const std::string series = series_name(p.plan);
-    auto it = best.find(series);
-    if (it == best.end() || *p.plan.energy_j < it->second * (1 - 1e-12)) {
-      p.on_front = true;
-      best[series] = *p.plan.energy_j;
-    }
-  }
-}
-
-/// --power-mode all or MODE,MODE: each mode's sweep, against one deadline in seconds (a
-/// factor is of one pass in the board's default mode). Empty when there is one mode or none.
-std::vector<std::string> sweep_modes_of(const PlanArgs& graph) {
-  if (graph.power_mode != "all" && graph.power_mode.find(',') == std::string::npos) return {};
-  const auto board = devices::find_board(graph.board);
-  if (!board) throw InputError("unknown board '" + graph.board + "' (known: " + devices::board_names() + ")");
-  std::vector<std::string> modes;
-  if (graph.power_mode == "all") {
-    for (const auto& m : board->power_modes) modes.emplace_back(m.name);
-  } else {
-    std::stringstream ss(graph.power_mode);
-    for (std::string m; std::getline(ss, m, ',');) modes.push_back(m);
-  }
-  return modes;
-}
-
-}  // namespace
-
-costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::string& model,
-                       const std::string& board, const std::string& board_name,
-                       const std::string& digest,
-                       const planner::PlanRequest& req, const planner::PlanResult& r,
-                       const ModeSwitches& switches) {
-  costdb::PlanRow row;
-  row.model = model;
-  row.board_kind = board;
-  row.board_name = board_name;
-  row.graph_digest = digest;
-  row.budget_bytes = req.budget_bytes;
-  if (std::isfinite(req.deadline_s)) row.deadline_s = req.deadline_s;
-  row.planner = r.planner;
-  row.objective = planner::to_string(req.objective);
-  row.status = planner::to_string(r.status);
-  row.solve_time_s = r.solve_time_s;
-  row.created_at_ns = wall_time_ns();
-  if (!r.schedule) return row;
-  const auto sim =
-      planner::simulate(graph, *r.schedule, planner::activation_budget_bytes(graph, req));
-  if (!sim.valid)  // a planner bug, never a user error
-    throw Error("internal error: " + r.planner + "'s schedule fails the simulator: " + sim.error);
-  row.objective_j = r.objective_j;
-  row.bound_j = r.bound_j;
-  row.gap = r.gap;
-  row.energy_j = planner::objective_energy_j(sim, req.objective) + switches.energy_j;
-  row.time_s = planner::deadline_time_s(sim, req.objective) + switches.time_s;
-  row.paging_time_s = sim.paging_time_s;
-  row.peak_bytes = sim.peak_bytes;
-  row.schedule = planner::encode_schedule(*r.schedule, graph.size());
-  return row;
-}
-
-std::string graph_digest(const planner::TrainingGraph& graph) {
-  const std::string text = planner::to_graph_json(graph);
-  uint64_t h = 14695981039346656037ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return fmt::format("{:016x}", h);
-}
-
-std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* progress) {
-  if (const auto modes = sweep_modes_of(args.graph); !modes.empty()) {
-    ParetoArgs a = args;
-    const auto board = devices::find_board(args.graph.board);
-    a.graph.power_mode = std::string(board->power_mode);
-    const double deadline_s = parse_deadline(args.graph.deadline, load_graph(a.graph).single_pass_time_s());
-    a.graph.deadline = std::isfinite(deadline_s) ? fmt::format("{:.9g}s", deadline_s) : "none";
-    std::vector<ParetoPoint> all;
-    for (const auto& mode : modes) {
-      a.graph.power_mode = mode;
-      auto points = pareto_sweep(a, progress);
-      all.insert(all.end(), points.begin(), points.end());
-    }
-    mark_fronts(all);
-    return all;
-  }
-  const auto names = split_names(args.planners);
-  PlanArgs graph_args = args.graph;
-  if (args.measured) graph_args.db = args.db;
-  std::string cost_source;
-  const planner::TrainingGraph graph = load_graph(graph_args, &cost_source);
-  if (progress != nullptr && args.measured) *progress << cost_source << "\n";
-  const std::string digest = graph_digest(graph);
-  const std::string model = args.graph.model.empty()
-                                ? (args.graph.onnx_file.empty() ? graph.name : args.graph.onnx_file)
-                                : args.graph.model;
-  const std::string board = args.graph.graph_file.empty() ? args.graph.board : "graph-file";
-  planner::PlanRequest base = make_request(args.graph, graph);
-  const auto grid = budget_grid(graph, args.budgets, base.objective);
-  const std::string objective = planner::to_string(base.objective);
-  const double deadline_s = base.deadline_s;
-  const std::optional<double> deadline =
-      std::isfinite(deadline_s) ? std::optional(deadline_s) : std::nullopt;
-  // Per-phase modes: the two switches an iteration takes come out of the deadline and go into
-  // each plan's time and energy.
-  const ModeSwitches switches = mode_switches(graph_args, graph);
-  if (deadline) base.deadline_s = std::max(0.0, deadline_s - switches.time_s);
-
-  auto db = costdb::Database::open(args.db);
-  std::vector<ParetoPoint> points;
-  std::vector<Task> todo;
-  for (const auto& name : names) {
-    for (uint64_t budget : grid) {
-      std::optional<costdb::PlanRow> found;
-      if (!args.fresh) found = costdb::find_plan(db, digest, name, objective, budget, deadline);
-      if (found) {
-        points.push_back({.plan = std::move(*found), .reused = true});
-      } else {
-        todo.push_back({name, budget});
-      }
-    }
-  }
-  const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  const int jobs = std::clamp(args.jobs > 0 ? args.jobs : cores, 1,
-                              std::max(1, static_cast<int>(todo.size())));
-  if (progress != nullptr) {
-    *progress << fmt::format("{}: {} planners x {} budgets; {} stored already, {} to solve, {} at a time\n",
-                             graph.name, names.size(), grid.size(), points.size(), todo.size(), jobs);
-  }
-
-  // Workers solve; this thread alone writes the database (it is not thread-safe).
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::optional<costdb::PlanRow>> done(todo.size());
-  std::optional<std::string> failure;
-  std::atomic<std::size_t> next{0};
-  const auto canceled = [&] { return args.cancel != nullptr && args.cancel->load(); };
-  auto worker = [&] {
-    for (std::size_t i = next++; i < todo.size() && !canceled(); i = next++) {
-      std::optional<costdb::PlanRow> row;
-      std::string error;
-      try {
-        planner::PlanRequest req = base;
-        req.budget_bytes = todo[i].budget_bytes;
-        req.threads = jobs > 1 ? 1 : args.graph.threads;
-        auto solver = planner::make_cbc_solver();
-        const auto r = planner::run_planner(todo[i].planner, graph, req, *solver);
-        row = to_plan_row(graph, model, board, args.measured ? "measured" : "profile", digest, req, r, switches);
-        row->power_mode = args.graph.power_mode;
-        row->deadline_s = deadline;  // the user's (switches included): what a rerun looks up
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-      std::lock_guard lock(mu);
-      if (row) {
-        done[i] = std::move(row);
-      } else if (!failure) {
-        failure = error;
-      }
-      cv.notify_one();
-      if (failure) return;
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int j = 0; j < jobs && !todo.empty(); ++j) threads.emplace_back(worker);
-
-  std::size_t stored = 0;
-  std::vector<char> written(todo.size(), 0);
-  bool joined = false;
-  while (stored < todo.size()) {
-    std::unique_lock lock(mu);
-    const auto ready = [&] {
-      for (std::size_t i = 0; i < todo.size(); ++i)
-        if (done[i] && !written[i]) return true;
-      return false;
-    };
-    cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return failure || ready() || canceled(); });
-    if (failure) break;
-    if (canceled() && !ready()) {
-      if (joined) break;  // every solve that started is stored
-      lock.unlock();
-      for (auto& t : threads) t.join();  // the running solves finish; store them, then stop
-      joined = true;
-      continue;
-    }
-    for (std::size_t i = 0; i < todo.size(); ++i) {
-      if (!done[i] || written[i]) continue;
-      written[i] = 1;
-      ++stored;
-      costdb::PlanRow row = *done[i];
-      lock.unlock();
-      row.id = costdb::add_plan(db, row);
-      db.commit_batch();  // each plan is durable as soon as it is known: a rerun resumes
-      if (progress != nullptr) {
-        *progress << fmt::format(
-            "[{:>3}/{}] {:<10} budget {:>10} B  {}\n", stored, todo.size(), row.planner,
-            row.budget_bytes,
-            row.energy_j ? fmt::format("{:.6g} J ({}, {:.1f} s)", *row.energy_j, row.status,
-                                       row.solve_time_s)
-                         : row.status);
-      }
-      points.push_back({.plan = std::move(row)});
-      if (args.on_point) args.on_point(stored, todo.size());
-      lock.lock();
-    }
-  }
-  if (!joined)
-    for (auto& t : threads) t.join();
-  if (failure) throw Error(*failure);
-  mark_fronts(points);
-  return points;
-}
-
-int run_pareto(const ParetoArgs& args, std::ostream& out) {
-  const auto points = pareto_sweep(args, &std::cerr);
+int run_pareto(const ParetoArgs& args, const ParetoOutput& output, std::ostream& out) {
+  const auto points = app::pareto_sweep(args, [](const std::string& line) { std::cerr << line << "\n"; });
 
   // One row per budget, one column per planner: energy, with * on the planner's front.
   std::vector<std::string> planners;
   std::vector<uint64_t> budgets;
   for (const auto& p : points) {
-    if (std::find(planners.begin(), planners.end(), series_name(p.plan)) == planners.end())
-      planners.push_back(series_name(p.plan));
+    if (std::find(planners.begin(), planners.end(), app::series_name(p.plan)) == planners.end())
+      planners.push_back(app::series_name(p.plan));
     budgets.push_back(p.plan.budget_bytes);
   }
   std::sort(budgets.begin(), budgets.end());
@@ -313,7 +32,7 @@ int run_pareto(const ParetoArgs& args, std::ostream& out) {
     out << fmt::format("{:>12}", b);
     for (const auto& name : planners) {
       auto it = std::find_if(points.begin(), points.end(), [&](const auto& p) {
-        return series_name(p.plan) == name && p.plan.budget_bytes == b;
+        return app::series_name(p.plan) == name && p.plan.budget_bytes == b;
       });
       if (it == points.end() || !it->plan.energy_j) {
         out << fmt::format(" {:>14}", it == points.end() ? "" : "-");
@@ -325,8 +44,8 @@ int run_pareto(const ParetoArgs& args, std::ostream& out) {
   }
   out << "(* on that planner's front; - no schedule at that budget)\n";
 
-  if (!args.csv.empty()) {
-    std::ofstream csv(args.csv);
+  if (!output.csv.empty()) {
+    std::ofstream csv(output.csv);
     csv << "planner,budget_bytes,deadline_s,status,energy_j,time_s,paging_time_s,peak_bytes,"
            "bound_j,gap,solve_time_s,on_front,plan_id\n";
     auto opt = [](const auto& v) { return v ? fmt::format("{}", *v) : std::string(); };
@@ -337,9 +56,9 @@ int run_pareto(const ParetoArgs& args, std::ostream& out) {
                          opt(r.paging_time_s), opt(r.peak_bytes), opt(r.bound_j), opt(r.gap),
                          r.solve_time_s, p.on_front ? 1 : 0, r.id);
     }
-    if (!csv) throw InputError("cannot write " + args.csv);
+    if (!csv) throw InputError("cannot write " + output.csv);
   }
-  if (!args.json.empty()) {
+  if (!output.json.empty()) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& p : points) {
       const auto& r = p.plan;
@@ -352,7 +71,7 @@ int run_pareto(const ParetoArgs& args, std::ostream& out) {
                    {"solve_time_s", r.solve_time_s}, {"on_front", p.on_front},
                    {"plan_id", r.id}, {"reused", p.reused}});
     }
-    std::ofstream(args.json) << j.dump(2) << "\n";
+    std::ofstream(output.json) << j.dump(2) << "\n";
   }
   return 0;
 }

@@ -1,59 +1,22 @@
 #pragma once
 
-#include <atomic>
-#include <functional>
 #include <iosfwd>
 #include <string>
-#include <vector>
 
-#include "cli/plan_cmd.h"
-#include "costdb/plans.h"
+#include "app/pareto.h"
 
 namespace ergon::cli {
 
-struct ParetoArgs {
-  PlanArgs graph;  ///< model / onnx / graph, batch, board; deadline, gap, time limit
-  std::string planners = "poet,checkmate,paging";
-  int budgets = 10;  ///< points from the largest working set to store-all's peak
-  int jobs = 0;      ///< concurrent solves; 0: one per core
-  std::string db = "ergon.db";
-  bool fresh = false;  ///< re-solve even when the database holds the plan
-  bool measured = false;  ///< cost the graph with the board's measurements in `db`
-  std::string csv;     ///< write the points here
-  std::string json;
-  /// Set to stop early: no new solve starts, the running ones finish and are stored, and the
-  /// points so far are returned (the dashboard's cancel button).
-  const std::atomic<bool>* cancel = nullptr;
-  /// Called after each point is stored, with the points done and the points to do.
-  std::function<void(std::size_t done, std::size_t total)> on_point;
+using app::ParetoArgs;
+using app::ParetoPoint;
+
+/// Where `ergon pareto` writes its points besides the table it prints.
+struct ParetoOutput {
+  std::string csv;   ///< the points as CSV, when not empty
+  std::string json;  ///< the points as JSON, when not empty
 };
 
-/// One planner at one budget, as the sweep stored (or found) it.
-struct ParetoPoint {
-  costdb::PlanRow plan;
-  bool reused = false;    ///< found in the database, not solved now
-  bool on_front = false;  ///< no point of this planner with a budget <= has lower energy
-};
-
-/// Sweeps the budget grid for each planner, `jobs` solves at a time, storing every plan in
-/// the database (a rerun reuses what is there). Returns the points by planner, then budget.
-/// `progress` gets one line per finished point.
-std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, std::ostream* progress);
-
-/// Runs the sweep and prints the fronts; returns the process exit code.
-int run_pareto(const ParetoArgs& args, std::ostream& out);
-
-/// A plan as the plans table stores it, with the simulator's replay of its schedule.
-/// `board_name` says whose costs: "profile" or "measured". With per-phase modes, `switches`
-/// go into its energy and time; its deadline is the request's (pareto_sweep then stores the
-/// user's, switches included, which a rerun looks up).
-costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::string& model,
-                            const std::string& board, const std::string& board_name,
-                            const std::string& digest, const planner::PlanRequest& req,
-                            const planner::PlanResult& r, const ModeSwitches& switches = {});
-
-/// A stable digest (FNV-1a 64, hex) of a graph with its costs: plans are reused only for
-/// the same one.
-std::string graph_digest(const planner::TrainingGraph& graph);
+/// Runs the sweep (progress on stderr) and prints the fronts; returns the process exit code.
+int run_pareto(const ParetoArgs& args, const ParetoOutput& output, std::ostream& out);
 
 }  // namespace ergon::cli

@@ -5,23 +5,13 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <nlohmann/json.hpp>
-#include <regex>
 
-#include "cli/board_costs.h"
-#include "costdb/cost_model.h"
-#include "costdb/database.h"
 #include "common/error.h"
-#include "devices/board_profile.h"
-#include "planner/graph_json.h"
-#include "planner/milp.h"
-#include "planner/onnx_import.h"
-#include "planner/planners.h"
 #include "planner/schedule.h"
-#include "planner/zoo.h"
 
 namespace ergon::cli {
 namespace {
@@ -30,312 +20,40 @@ std::string mib(uint64_t bytes) {
   return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
-}  // namespace
-
-uint64_t parse_budget(const std::string& text, uint64_t store_all_bytes) {
-  static const std::regex re(R"(^\s*([0-9]*\.?[0-9]+)\s*(%|B|KB|KiB|MB|MiB|GB|GiB)?\s*$)",
-                             std::regex::icase);
-  std::smatch m;
-  if (!std::regex_match(text, m, re))
-    throw InputError("budget '" + text + "' is not a size (e.g. 3000000, 2MiB, 1.5MB, 50%)");
-  const double v = std::stod(m[1]);
-  std::string unit = m[2];
-  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  double bytes = v;
-  if (unit == "%") bytes = v / 100.0 * static_cast<double>(store_all_bytes);
-  else if (unit == "kb") bytes = v * 1e3;
-  else if (unit == "kib") bytes = v * 1024;
-  else if (unit == "mb") bytes = v * 1e6;
-  else if (unit == "mib") bytes = v * 1024 * 1024;
-  else if (unit == "gb") bytes = v * 1e9;
-  else if (unit == "gib") bytes = v * 1024.0 * 1024 * 1024;
-  if (bytes <= 0) throw InputError("budget '" + text + "' must be positive");
-  return static_cast<uint64_t>(bytes);
+/// The solver's incumbent and bound on one terminal line while it runs, and the mode being
+/// planned (--power-mode auto).
+app::PlanProgress terminal_progress() {
+  app::PlanProgress p;
+  p.on_mode = [](const std::string& mode, std::size_t n, std::size_t total) {
+    std::cerr << "\r" << std::string(64, ' ') << "\r"
+              << fmt::format("planning in mode {} ({} of {})\n", mode, n, total);
+  };
+  p.on_solve = [](const planner::SolveProgress& s) {
+    std::cerr << fmt::format("\r  {:6.1f} s  best {:>12}  bound {:>12}", s.elapsed_s,
+                             s.incumbent ? fmt::format("{:.6g} J", *s.incumbent) : "-",
+                             s.bound ? fmt::format("{:.6g} J", *s.bound) : "-")
+              << std::flush;
+  };
+  return p;
 }
 
-double parse_deadline(const std::string& text, double single_pass_s) {
-  if (text == "none" || text == "inf") return std::numeric_limits<double>::infinity();
-  static const std::regex re(R"(^\s*([0-9]*\.?[0-9]+)\s*(x|s|ms)\s*$)", std::regex::icase);
-  std::smatch m;
-  if (!std::regex_match(text, m, re))
-    throw InputError("deadline '" + text + "' is not a factor or a time (e.g. 1.3x, 0.2s, none)");
-  const double v = std::stod(m[1]);
-  const char unit = static_cast<char>(std::tolower(static_cast<unsigned char>(m[2].str()[0])));
-  if (v <= 0) throw InputError("deadline '" + text + "' must be positive");
-  if (unit == 'x') return v * single_pass_s;
-  return m[2].str().size() == 2 ? v * 1e-3 : v;
-}
-
-planner::Objective parse_objective(const std::string& text) {
-  if (text == "poet") return planner::Objective::kPoet;
-  if (text == "total") return planner::Objective::kTotal;
-  throw InputError("objective '" + text + "' is unknown (known: total, poet)");
-}
-
-planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingGraph& graph) {
-  planner::PlanRequest req;
-  req.objective = parse_objective(args.objective);
-  // A percentage is of store-all's activations; under total the fixed bytes come on top, so
-  // "50%" means the same activation room under either objective.
-  const bool percent = args.budget.find('%') != std::string::npos;
-  const uint64_t fixed_bytes = req.objective == planner::Objective::kTotal ? graph.fixed_bytes : 0;
-  req.budget_bytes = parse_budget(args.budget, graph.store_all_peak_bytes()) +
-                     (percent ? fixed_bytes : 0);
-  req.deadline_s = parse_deadline(args.deadline, graph.single_pass_time_s());
-  req.time_limit_s = args.time_limit_s;
-  req.relative_gap = args.gap;
-  req.threads = args.threads;
-  return req;
-}
-
-std::optional<std::pair<std::string, std::string>> split_phases(const std::string& power_mode) {
-  const auto slash = power_mode.find('/');
-  if (slash == std::string::npos) return std::nullopt;
-  std::pair<std::string, std::string> out{power_mode.substr(0, slash), power_mode.substr(slash + 1)};
-  if (out.first.empty() || out.second.empty() || out.second.find('/') != std::string::npos)
-    throw InputError("per-phase power modes are FORWARD/BACKWARD (MAXQ/MAXN), not '" + power_mode + "'");
-  return out;
-}
-
-double mode_switch_s(const PlanArgs& args) {
-  if (!args.db.empty() && std::filesystem::exists(args.db)) {
-    auto db = costdb::Database::open_read_only(args.db);
-    if (const auto measured = costdb::measured_mode_switch_s(db, args.board)) return *measured;
-  }
-  const auto board = devices::find_board(args.board);
-  return board ? board->mode_switch_s : 0;
-}
-
-ModeSwitches mode_switches(const PlanArgs& args, const planner::TrainingGraph& graph) {
-  const auto phases = split_phases(args.power_mode);
-  if (!phases || phases->first == phases->second) return {};
-  const auto board = devices::find_board(args.board);
-  const double idle_w = graph.idle_power_w > 0 ? graph.idle_power_w : (board ? board->idle_w : 0);
-  const double time_s = 2 * mode_switch_s(args);
-  return {time_s, time_s * idle_w};
-}
-
-planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source) {
-  const int sources = static_cast<int>(!args.model.empty()) +
-                      static_cast<int>(!args.graph_file.empty()) +
-                      static_cast<int>(!args.onnx_file.empty());
-  if (sources != 1)
-    throw InputError("give exactly one of --model NAME (see ergon models), --onnx FILE or --graph FILE");
-  if (const auto phases = split_phases(args.power_mode)) {
-    if (!args.graph_file.empty())
-      throw InputError("a graph file carries one mode's costs: per-phase modes (" + args.power_mode +
-                       ") need --model or --onnx");
-    PlanArgs a = args;
-    std::string forward_source, backward_source;
-    a.power_mode = phases->first;
-    const auto forward = load_graph(a, &forward_source);
-    a.power_mode = phases->second;
-    const auto backward = load_graph(a, &backward_source);
-    if (cost_source)
-      *cost_source = "forward pass in " + phases->first + ": " + forward_source + "\nbackward pass in " +
-                     phases->second + ": " + backward_source;
-    return planner::per_phase_graph(forward, backward);
-  }
-  if (!args.graph_file.empty()) {
-    auto graph = planner::read_graph_json(args.graph_file);
-    if (cost_source)
-      *cost_source = "costs: as given in " + args.graph_file + "\n" + args.graph_file + ": " + graph.import_note;
-    return graph;
-  }
-  auto board = devices::find_board(args.board);
-  if (!board)
-    throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
-  if (!args.power_mode.empty()) {
-    board = devices::in_mode(*board, args.power_mode);
-    if (!board)
-      throw InputError("board " + args.board + " has no power mode '" + args.power_mode +
-                       "' (it has " + devices::power_mode_names(*devices::find_board(args.board)) +
-                       ")");
-  }
-  const auto forward = args.model.empty()
-                           ? planner::import_onnx(args.onnx_file, args.batch, args.onnx_inputs)
-                           : planner::zoo_model(args.model, args.batch);
-  std::optional<MeasuredCostModel> measured;
-  const std::string profile = fmt::format("the published profile of {} ({})", args.board,
-                                          board->power_mode);
-  std::string source = "costs: " + profile;
-  if (!args.db.empty()) {
-    std::optional<costdb::Database> db;
-    try {
-      db.emplace(costdb::Database::open_read_only(args.db));
-    } catch (const Error& e) {
-      source = "warning: " + std::string(e.what()) + "; using " + profile;
-    }
-    if (db) {
-      // Costs measured in several modes cannot stand in for one another: choosing is the
-      // user's call, not a reason to fall back.
-      const auto modes = costdb::measured_power_modes(*db, args.board);
-      if (args.power_mode.empty() && modes.size() > 1)
-        throw InputError(fmt::format("{} has costs measured in power modes {} in {}: choose one "
-                                     "with --power-mode",
-                                     args.board, fmt::join(modes, ", "), args.db));
-      try {
-        const std::optional<std::string> mode =
-            args.power_mode.empty() ? std::nullopt : std::optional<std::string>(args.power_mode);
-        measured.emplace(costdb::MeasuredCosts::from_database(*db, args.board, mode));
-        const auto& c = measured->costs();
-        source = fmt::format(
-            "costs: measured on {}{} ({} op shapes from {} run(s) in {}; elsewhere a fit with "
-            "cross-validated error {:.1f} % in time, {:.1f} % in energy (median))",
-            args.board, c.power_mode().empty() ? "" : " in mode " + c.power_mode(),
-            c.measured_ops(), c.runs(), args.db, 100 * c.compute_time_fit().cv_median,
-            100 * c.compute_power().cv_median);
-      } catch (const Error& e) {
-        source = "warning: " + std::string(e.what()) + "; using " + profile;
-      }
-    }
-  }
-  auto graph = measured ? planner::build_training_graph(forward, *measured)
-                        : planner::build_training_graph(forward, BoardProfileCosts(*board));
-  graph.name = fmt::format("{} batch {} on {}", args.model.empty() ? args.onnx_file : args.model,
-                           args.batch, args.board);
-  if (!forward.import_note.empty()) source += "\n" + args.onnx_file + ": " + forward.import_note;
-  if (cost_source) *cost_source = source;
-  return graph;
-}
-
-namespace {
-
-PlanOutcome plan_every_mode(const PlanArgs& args, bool live_progress) {
-  const auto board = devices::find_board(args.board);
-  if (!board) throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
-  std::vector<std::string> modes;
-  if (!args.db.empty() && std::filesystem::exists(args.db)) {
-    auto db = costdb::Database::open_read_only(args.db);
-    modes = costdb::measured_power_modes(db, args.board);
-  }
-  if (modes.empty())
-    for (const auto& m : board->power_modes) modes.emplace_back(m.name);
-  if (modes.empty()) throw InputError("board " + args.board + " has no power modes to choose from");
-  // One deadline for all: "1.3x" is of one pass in the board's default mode.
-  PlanArgs a = args;
-  std::string reference = std::string(board->power_mode);
-  if (std::find(modes.begin(), modes.end(), reference) == modes.end()) reference = modes.front();
-  a.power_mode = reference;
-  const double reference_pass_s = load_graph(a).single_pass_time_s();
-  const double deadline_s = parse_deadline(args.deadline, reference_pass_s);
-  a.deadline = std::isfinite(deadline_s) ? fmt::format("{:.9g}s", deadline_s) : "none";
-  // Per-phase pairs when the board switches cheaply: two switches under 5 % of a pass.
-  std::vector<std::string> candidates = modes;
-  std::string per_phase_note;
-  if (modes.size() > 1 && args.graph_file.empty()) {
-    const double switch_s = mode_switch_s(args);
-    const double pass_s = reference_pass_s;
-    if (2 * switch_s <= 0.05 * pass_s) {
-      for (const auto& f : modes)
-        for (const auto& b : modes)
-          if (f != b) candidates.push_back(f + "/" + b);
-    } else {
-      per_phase_note = fmt::format(
-          "per-phase modes not tried: switching takes {:.3g} s each way, over 5 % of a {:.3g} s pass", switch_s,
-          pass_s);
-    }
-  }
-  // No schedule costs less than one pass over its graph (plus the mode switches): planning
-  // the cheapest passes first, a candidate whose pass alone costs no less than the best plan
-  // so far cannot win and is not solved.
-  std::vector<double> floor_j(candidates.size());
-  for (std::size_t k = 0; k < candidates.size(); ++k) {
-    a.power_mode = candidates[k];
-    const planner::TrainingGraph g = load_graph(a);
-    floor_j[k] = g.single_pass_energy_j() + mode_switches(a, g).energy_j;
-  }
-  std::vector<std::size_t> order(candidates.size());
-  for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return floor_j[x] < floor_j[y]; });
-
-  std::optional<PlanOutcome> best;
-  std::optional<double> best_j;
-  std::vector<PlanOutcome::ModeTried> tried(candidates.size());
-  for (std::size_t n = 0; n < order.size(); ++n) {
-    const std::size_t k = order[n];
-    const std::string& mode = candidates[k];
-    if (best_j && floor_j[k] >= *best_j) {
-      tried[k] = {mode, std::nullopt, std::nullopt,
-                  fmt::format("not planned: one pass alone costs {:.6g} J, no less than {:.6g} J in {}", floor_j[k],
-                              *best_j, best->power_mode)};
-      continue;
-    }
-    if (live_progress) std::cerr << fmt::format("planning in mode {} ({} of {})\n", mode, n + 1, candidates.size());
-    a.power_mode = mode;
-    PlanOutcome o = plan(a, live_progress);
-    PlanOutcome::ModeTried t{mode, std::nullopt, std::nullopt, o.result.why};
-    if (o.sim) {
-      t.energy_j = planner::objective_energy_j(*o.sim, o.request.objective) + o.switch_energy_j;
-      t.time_s = planner::deadline_time_s(*o.sim, o.request.objective) + o.switch_time_s;
-      if (!best_j || *t.energy_j < *best_j) {
-        best_j = t.energy_j;
-        best = std::move(o);
-      }
-    }
-    tried[k] = std::move(t);
-  }
-  if (!best) {
-    std::string why;
-    for (const auto& t : tried) why += "\n  " + t.mode + ": " + t.why;
-    throw InputError("no power mode of " + args.board + " has a schedule:" + why);
-  }
-  best->modes = std::move(tried);
-  best->per_phase_note = std::move(per_phase_note);
-  return std::move(*best);
+/// The encoded schedule, written whole or not at all.
+void write_schedule(const std::vector<uint8_t>& encoded, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream file(tmp, std::ios::binary);
+  file.write(reinterpret_cast<const char*>(encoded.data()), static_cast<std::streamsize>(encoded.size()));
+  file.close();
+  if (!file) throw InputError("cannot write " + path);
+  std::filesystem::rename(tmp, path);
 }
 
 }  // namespace
 
-PlanOutcome plan(const PlanArgs& args, bool live_progress) {
-  if (args.power_mode == "auto") return plan_every_mode(args, live_progress);
-  parse_objective(args.objective);  // a typo fails before the graph is built
-  PlanOutcome o;
-  o.graph = load_graph(args, &o.cost_source);
-  const auto& graph = o.graph;
-  auto& req = o.request;
-  req = make_request(args, graph);
-  if (live_progress) {
-    req.progress = [](const planner::SolveProgress& p) {
-      std::cerr << fmt::format("\r  {:6.1f} s  best {:>12}  bound {:>12}", p.elapsed_s,
-                               p.incumbent ? fmt::format("{:.6g} J", *p.incumbent) : "-",
-                               p.bound ? fmt::format("{:.6g} J", *p.bound) : "-")
-                << std::flush;
-    };
-  }
-  // Per-phase modes: two switches an iteration (into the backward pass's mode and back).
-  const ModeSwitches switches = mode_switches(args, graph);
-  o.switch_time_s = switches.time_s;
-  o.switch_energy_j = switches.energy_j;
-  if (std::isfinite(req.deadline_s)) req.deadline_s = std::max(0.0, req.deadline_s - switches.time_s);
-  auto solver = planner::make_cbc_solver();
-  o.result = planner::run_planner(args.planner, graph, req, *solver);
-  if (live_progress) std::cerr << "\r" << std::string(64, ' ') << "\r";
-  if (!o.result.schedule && o.switch_time_s > 0 && std::isfinite(req.deadline_s))
-    o.result.why = fmt::format("{:.3g} s of the deadline go to switching modes twice; {}", o.switch_time_s,
-                               o.result.why);
-
-  o.power_mode = args.power_mode;
-  o.store_all = planner::simulate(graph, planner::store_all_schedule(graph));
-  if (o.result.schedule) {
-    o.sim = planner::simulate(graph, *o.result.schedule,
-                              planner::activation_budget_bytes(graph, req));
-    if (!o.sim->valid)  // a planner bug, never a user error
-      throw Error("internal error: the planned schedule fails the simulator: " + o.sim->error);
-    o.encoded = planner::encode_schedule(*o.result.schedule, graph.size());
-    if (!args.out.empty()) {
-      const std::string tmp = args.out + ".tmp";
-      std::ofstream(tmp, std::ios::binary)
-          .write(reinterpret_cast<const char*>(o.encoded.data()),
-                 static_cast<std::streamsize>(o.encoded.size()));
-      std::filesystem::rename(tmp, args.out);
-    }
-  }
-  return o;
-}
-
-int run_plan(const PlanArgs& args, std::ostream& out) {
-  const PlanOutcome o = plan(args, !args.json && ::isatty(STDERR_FILENO) == 1);
+int run_plan(const PlanArgs& args, const PlanOutput& output, std::ostream& out) {
+  const bool tty = !output.json && ::isatty(STDERR_FILENO) == 1;
+  const PlanOutcome o = app::plan(args, tty ? terminal_progress() : app::PlanProgress{});
+  if (tty) std::cerr << "\r" << std::string(64, ' ') << "\r";
+  if (o.result.schedule && !output.out.empty()) write_schedule(o.encoded, output.out);
   const auto& graph = o.graph;
   const auto& req = o.request;
   const auto& r = o.result;
@@ -347,7 +65,7 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
   const bool total = objective == planner::Objective::kTotal;
   const uint64_t fixed_bytes = total ? graph.fixed_bytes : 0;  // what the budget covers too
 
-  if (args.json) {
+  if (output.json) {
     nlohmann::json j;
     j["graph"] = graph.name;
     j["costs"] = o.cost_source;
@@ -464,7 +182,7 @@ int run_plan(const PlanArgs& args, std::ostream& out) {
                      100.0 * static_cast<double>(sim->peak_bytes) / static_cast<double>(store_all_peak));
   out << fmt::format("  {} recomputations, {} page-outs, {} page-ins; schedule {} bytes encoded{}\n",
                      sim->recomputes, sim->page_outs, sim->page_ins, encoded.size(),
-                     args.out.empty() ? "" : " -> " + args.out);
+                     output.out.empty() ? "" : " -> " + output.out);
   return 0;
 }
 

@@ -17,7 +17,7 @@
 #include "cli/step_plans.h"
 #include "common/error.h"
 #include "costdb/plans.h"
-#include "devices/agent/agent.h"
+#include "agent/agent.h"
 #include "devices/power_control.h"
 #include "devices/board_profile.h"
 #include "devices/power_control.h"
@@ -63,8 +63,8 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     graph_args.board = row->board_kind;
     graph_args.power_mode = row->power_mode;
     if (row->board_name == "measured") graph_args.db = args.db;
-    o.graph = load_graph(graph_args, &o.cost_source);
-    if (graph_digest(o.graph) != row->graph_digest)
+    o.graph = app::load_graph(graph_args, &o.cost_source);
+    if (app::graph_digest(o.graph) != row->graph_digest)
       throw InputError("plan " + std::to_string(row->id) + " was made for a graph this ergon "
                        "cannot rebuild from '" + row->model + "' on " + row->board_kind +
                        " (other costs or batch size); plan it again with ergon validate --model");
@@ -76,7 +76,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   } else {
     PlanArgs plan_args = args.plan;
     plan_args.db = args.db;
-    const PlanOutcome planned = plan(plan_args, false);
+    const PlanOutcome planned = app::plan(plan_args);
     if (!planned.result.schedule) throw InputError("nothing to validate: " + planned.result.why);
     o.graph = planned.graph;
     o.schedule = *planned.result.schedule;
@@ -85,8 +85,8 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
                                 planner::to_string(planned.result.status));
     const bool measured = planned.cost_source.starts_with("costs: measured");
     const std::string model = args.plan.model.empty() ? planned.graph.name : args.plan.model;
-    row = to_plan_row(planned.graph, model, args.plan.board, measured ? "measured" : "profile",
-                      graph_digest(planned.graph), planned.request, planned.result,
+    row = app::to_plan_row(planned.graph, model, args.plan.board, measured ? "measured" : "profile",
+                      app::graph_digest(planned.graph), planned.request, planned.result,
                       {planned.switch_time_s, planned.switch_energy_j});
     row->power_mode = planned.power_mode;
   }
@@ -96,7 +96,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
   // start in the forward pass's mode and switch where the backward phase begins.
   std::string run_mode = row->power_mode;
   std::optional<std::string> backward_mode;
-  if (const auto phases = split_phases(run_mode)) {
+  if (const auto phases = app::split_phases(run_mode)) {
     if (args.execute && args.port.empty())
       throw InputError("a per-phase plan (" + run_mode + ") executed on real tensors needs a board that switches "
                        "modes (--port); without one, drop --execute to time its steps on a simulated board");
@@ -139,17 +139,17 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
         e.steps.emplace_back(static_cast<uint8_t>(st.kind), static_cast<uint32_t>(st.node));
       rec.options.execute = std::move(e);
     }
-    std::unique_ptr<devices::AgentThread> agent;
+    std::unique_ptr<agent::AgentThread> agent;
     if (!args.port.empty()) {
       rec.ports = {args.port};
       rec.options.power_mode = run_mode;  // switched first when the board is in another
     } else if (args.execute) {
       // ergon-agent's code on this machine, serving one pseudo-terminal, with a simulated
       // INA219: what executes schedules on real tensors when no board is given.
-      devices::AgentOptions local;
+      agent::AgentOptions local;
       local.link = "pty";
       local.probe = "sim:ina219";
-      agent = std::make_unique<devices::AgentThread>(local);
+      agent = std::make_unique<agent::AgentThread>(local);
       rec.ports = {agent->link()};
     } else {
       const auto board = devices::find_board(board_name);

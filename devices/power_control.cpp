@@ -66,7 +66,7 @@ class Cpufreq final : public PowerModeControl {
       out.flush();
       if (!out)
         throw DeviceError("cannot write " + file.string() + ": " + std::strerror(errno) +
-                          " (setting the CPU ceiling needs root: sudo ergon power-mode set " + mode + ")");
+                          " (setting the CPU ceiling needs root: sudo ergon power-mode --set " + mode + ")");
     }
     return steps;
   }
@@ -118,7 +118,7 @@ class Nvpmodel final : public PowerModeControl {
         const auto [status, out] = runner_->run(argv);
         if (status != 0)
           throw DeviceError(line + " failed (status " + std::to_string(status) + "): " + out +
-                            " (nvpmodel needs root: sudo ergon power-mode set " + mode + ")");
+                            " (nvpmodel needs root: sudo ergon power-mode --set " + mode + ")");
       }
       return {line};
     }

@@ -22,8 +22,8 @@
 #include <cstdlib>
 #include <memory>
 
-#include "cli/pareto_cmd.h"
-#include "cli/plan_cmd.h"
+#include "app/pareto.h"
+#include "app/plan.h"
 #include "common/error.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
@@ -44,14 +44,14 @@ std::optional<ScheduleCompareView::Side> side_of(const costdb::PlanRow& row, con
     return std::nullopt;
   }
   try {
-    cli::PlanArgs args;
+    app::PlanArgs args;
     args.model = row.model;
     args.board = row.board_kind;
     args.power_mode = row.power_mode;  // the costs it was planned on
     if (row.board_name == "measured") args.db = db;
     ScheduleCompareView::Side side;
-    side.graph = cli::load_graph(args);
-    if (cli::graph_digest(side.graph) != row.graph_digest) {
+    side.graph = app::load_graph(args);
+    if (app::graph_digest(side.graph) != row.graph_digest) {
       *why = QString("plan %1: its graph cannot be rebuilt (other costs or batch size)").arg(row.id);
       return std::nullopt;
     }
@@ -224,7 +224,7 @@ class Dashboard : public QMainWindow {
   /// is found (ergon pareto's code); progress as plans arrive; Cancel lets the running
   /// solves finish and starts no more.
   void start_sweep() {
-    cli::ParetoArgs args;
+    app::ParetoArgs args;
     args.graph.model = model_->currentText().toStdString();
     args.graph.board = board_->currentText().toStdString();
     args.graph.time_limit_s = 10;
@@ -246,7 +246,7 @@ class Dashboard : public QMainWindow {
       };
       QString message;
       try {
-        const auto points = cli::pareto_sweep(args, nullptr);
+        const auto points = app::pareto_sweep(args);
         message = QString("%1 plans%2").arg(points.size()).arg(cancel_ ? " (canceled)" : "");
       } catch (const Error& e) {
         message = e.what();

@@ -81,8 +81,20 @@ ProbeSpec parse_probe_spec(std::string_view text) {
   ProbeSpec spec;
   spec.text = std::string(text);
   auto fail = [&](const std::string& why) -> InputError {
-    return InputError("probe '" + spec.text + "': " + why +
-                      " (e.g. ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2 or sim:ina219)");
+    const std::string message = "probe '" + spec.text + "': " + why +
+                                " (e.g. ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2 or sim:ina219)";
+    // One line whatever the text holds: control and non-ASCII bytes as \xNN.
+    std::string shown;
+    for (const char c : message) {
+      const auto u = static_cast<unsigned char>(c);
+      if (u >= 0x20 && u < 0x7f) {
+        shown += c;
+      } else {
+        static constexpr char kHex[] = "0123456789abcdef";
+        shown += {'\\', 'x', kHex[u >> 4], kHex[u & 15]};
+      }
+    }
+    return InputError(shown);
   };
   const auto colon = text.find(':');
   const auto comma0 = text.find(',');

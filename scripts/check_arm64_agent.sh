@@ -5,7 +5,7 @@
 #   ERGON_ARM64_MODEL / ERGON_ARM64_BATCH   what to execute (default resnet18-cifar, 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-agent=build-arm64/ergon-agent
+agent=build-arm64/agent/ergon-agent
 ergon=build/cli/ergon
 for f in "$agent" "$ergon"; do
   [[ -x $f ]] || { echo "check_arm64_agent: $f is missing; build both presets first" >&2; exit 1; }

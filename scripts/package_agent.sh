@@ -12,7 +12,7 @@ cmake --build --preset arm64-agent -j "$(nproc)"
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/ergon-agent"
-aarch64-linux-gnu-strip -o "$stage/ergon-agent/ergon-agent" build-arm64/ergon-agent
+aarch64-linux-gnu-strip -o "$stage/ergon-agent/ergon-agent" build-arm64/agent/ergon-agent
 cat > "$stage/ergon-agent/ergon-agent.service" <<'UNIT'
 [Unit]
 Description=Ergon device agent (profiles ops and streams power to ergon record)

@@ -10,6 +10,9 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 jobs=$(nproc)
 
+# Includes follow the module order of docs/architecture.md (prints any that do not).
+scripts/check_layers.sh
+
 cmake --preset default
 cmake --build --preset default -j "$jobs"
 

@@ -11,7 +11,7 @@
 #include <limits>
 #include <random>
 
-#include "cli/board_costs.h"
+#include "app/board_costs.h"
 #include "devices/board_profile.h"
 #include "planner/graph.h"
 #include "planner/rotor.h"
@@ -42,7 +42,7 @@ planner::TrainingGraph chain(int ops) {
     in = out;
   }
   const auto board = *devices::find_board("pi4");
-  return planner::build_training_graph(f, cli::BoardProfileCosts(board));
+  return planner::build_training_graph(f, app::BoardProfileCosts(board));
 }
 
 template <planner::PlanResult (*Plan)(const planner::TrainingGraph&, const planner::PlanRequest&,

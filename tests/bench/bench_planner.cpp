@@ -7,7 +7,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "cli/board_costs.h"
+#include "app/board_costs.h"
 #include "devices/board_profile.h"
 #include "planner/graph.h"
 #include "planner/milp.h"
@@ -21,7 +21,7 @@ using namespace ergon;
 void BM_Poet(benchmark::State& state, const std::string& model, int percent) {
   const auto board = *devices::find_board("nrf52840");
   const auto graph =
-      planner::build_training_graph(planner::zoo_model(model, 1), cli::BoardProfileCosts(board));
+      planner::build_training_graph(planner::zoo_model(model, 1), app::BoardProfileCosts(board));
   planner::PlanRequest req;
   req.budget_bytes = graph.store_all_peak_bytes() * static_cast<uint64_t>(percent) / 100;
   req.deadline_s = std::numeric_limits<double>::infinity();

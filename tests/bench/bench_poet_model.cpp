@@ -9,7 +9,7 @@
 
 #include <limits>
 
-#include "cli/board_costs.h"
+#include "app/board_costs.h"
 #include "devices/board_profile.h"
 #include "planner/bounds.h"
 #include "planner/graph.h"
@@ -24,7 +24,7 @@ using namespace ergon;
 void BM_PoetLp(benchmark::State& state, const std::string& model, planner::Objective objective) {
   const auto board = *devices::find_board("nrf52840");
   const auto graph =
-      planner::build_training_graph(planner::zoo_model(model, 1), cli::BoardProfileCosts(board));
+      planner::build_training_graph(planner::zoo_model(model, 1), app::BoardProfileCosts(board));
   planner::PlanRequest req;
   req.objective = objective;
   req.activations_only = true;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "cli/board_costs.h"
+#include "app/board_costs.h"
 #include "devices/board_profile.h"
 #include "planner/schedule.h"
 #include "planner/stage_plan.h"
@@ -21,7 +21,7 @@ void run(benchmark::State& state, const std::string& model, int batch, bool half
   const planner::ForwardGraph f = planner::zoo_model(model, batch);
   // Planned on the Pi 4's published profile, as `ergon validate --execute` plans by default.
   const planner::TrainingGraph g =
-      planner::build_training_graph(f, cli::BoardProfileCosts(*devices::find_board("pi4")));
+      planner::build_training_graph(f, app::BoardProfileCosts(*devices::find_board("pi4")));
   planner::Schedule s = planner::store_all_schedule(g);
   const uint64_t all_bytes = planner::simulate(g, s).peak_bytes;
   if (half_memory) {

@@ -19,7 +19,7 @@ PlanOutcome plan_mlp_on_pi4(const std::string& objective) {
   a.objective = objective;
   a.gap = 0.01;
   a.time_limit_s = 20;
-  return plan(a, false);
+  return app::plan(a);
 }
 
 TEST(TotalObjective, OnThePi4ItHidesEveryTransferAndNeverSpendsMoreThanPoetsSchedule) {
@@ -45,7 +45,7 @@ TEST(TotalObjective, ABudgetBelowTheFixedBytesSaysSo) {
   a.board = "pi4";
   a.budget = "10MiB";  // the MLP's parameters, gradients and optimizer state take more
   a.objective = "total";
-  const PlanOutcome o = plan(a, false);
+  const PlanOutcome o = app::plan(a);
   EXPECT_FALSE(o.sim);
   EXPECT_EQ(o.result.status, planner::ModelStatus::kInfeasible);
   EXPECT_NE(o.result.why.find("of parameters, gradients and optimizer state"), std::string::npos)

@@ -50,7 +50,7 @@ class ParetoTest : public ::testing::Test {
 };
 
 TEST_F(ParetoTest, EveryPlannerGetsEveryBudgetAndEveryPlanIsStored) {
-  const auto points = pareto_sweep(mlp_sweep(), nullptr);
+  const auto points = app::pareto_sweep(mlp_sweep());
   ASSERT_EQ(points.size(), 8U);
   std::map<uint64_t, std::map<std::string, double>> energy;
   for (const auto& p : points) {
@@ -69,9 +69,9 @@ TEST_F(ParetoTest, EveryPlannerGetsEveryBudgetAndEveryPlanIsStored) {
 }
 
 TEST_F(ParetoTest, ARerunReusesTheStoredPlansInsteadOfSolvingAgain) {
-  pareto_sweep(mlp_sweep(), nullptr);
+  app::pareto_sweep(mlp_sweep());
   std::ostringstream progress;
-  const auto again = pareto_sweep(mlp_sweep(), &progress);
+  const auto again = app::pareto_sweep(mlp_sweep(), [&](const std::string& l) { progress << l << "\n"; });
   ASSERT_EQ(again.size(), 8U);
   for (const auto& p : again) EXPECT_TRUE(p.reused);
   EXPECT_NE(progress.str().find("8 stored already, 0 to solve"), std::string::npos)
@@ -79,11 +79,11 @@ TEST_F(ParetoTest, ARerunReusesTheStoredPlansInsteadOfSolvingAgain) {
   auto fresh = mlp_sweep();
   fresh.fresh = true;
   fresh.planners = "paging";
-  for (const auto& p : pareto_sweep(fresh, nullptr)) EXPECT_FALSE(p.reused);
+  for (const auto& p : app::pareto_sweep(fresh)) EXPECT_FALSE(p.reused);
 }
 
 TEST_F(ParetoTest, FrontPointsGetCheaperAsTheBudgetGrows) {
-  const auto points = pareto_sweep(mlp_sweep(), nullptr);
+  const auto points = app::pareto_sweep(mlp_sweep());
   std::map<std::string, double> last;
   int on_front = 0;
   for (const auto& p : points) {  // by planner, then budget
@@ -98,13 +98,13 @@ TEST_F(ParetoTest, FrontPointsGetCheaperAsTheBudgetGrows) {
 }
 
 TEST_F(ParetoTest, TotalObjectivePlansAreStoredApartWithFixedBytesInTheirBudgets) {
-  pareto_sweep(mlp_sweep(), nullptr);
+  app::pareto_sweep(mlp_sweep());
   auto total = mlp_sweep();
   total.graph.objective = "total";
   total.planners = "poet,store-all";
-  const auto points = pareto_sweep(total, nullptr);
+  const auto points = app::pareto_sweep(total);
   ASSERT_EQ(points.size(), 8U);
-  const auto graph = load_graph(total.graph);
+  const auto graph = app::load_graph(total.graph);
   for (const auto& p : points) {
     EXPECT_FALSE(p.reused) << "a POET-objective plan was taken for a total one";
     EXPECT_EQ(p.plan.objective, "total");
@@ -121,7 +121,7 @@ TEST_F(ParetoTest, TotalObjectivePlansAreStoredApartWithFixedBytesInTheirBudgets
 TEST_F(ParetoTest, UnknownPlannerIsRefusedBeforeAnythingIsSolved) {
   auto args = mlp_sweep();
   args.planners = "poet,magic";
-  EXPECT_THROW(pareto_sweep(args, nullptr), InputError);
+  EXPECT_THROW(app::pareto_sweep(args), InputError);
   EXPECT_FALSE(std::filesystem::exists(args.db));
 }
 
@@ -129,10 +129,10 @@ TEST(GraphDigest, ChangesWithTheCostsAndNotWithoutThem) {
   PlanArgs a;
   a.model = "mlp";
   a.board = "pi4";
-  const auto pi4 = graph_digest(load_graph(a));
-  EXPECT_EQ(pi4, graph_digest(load_graph(a)));
+  const auto pi4 = app::graph_digest(app::load_graph(a));
+  EXPECT_EQ(pi4, app::graph_digest(app::load_graph(a)));
   a.board = "tx2";
-  EXPECT_NE(pi4, graph_digest(load_graph(a)));
+  EXPECT_NE(pi4, app::graph_digest(app::load_graph(a)));
 }
 
 }  // namespace
@@ -148,13 +148,13 @@ TEST_F(ParetoTest, ProgressCountsEveryStoredPlanAndACanceledSweepStartsNoSolve) 
   canceled.db = (dir_ / "canceled.db").string();
   std::atomic<bool> cancel{true};
   canceled.cancel = &cancel;
-  EXPECT_TRUE(pareto_sweep(canceled, nullptr).empty()) << "canceled before the first solve";
+  EXPECT_TRUE(app::pareto_sweep(canceled).empty()) << "canceled before the first solve";
   EXPECT_TRUE(seen.empty());
   {
     auto db = costdb::Database::open_read_only(canceled.db);
     EXPECT_TRUE(costdb::list_plans(db).empty());
   }
-  const auto points = pareto_sweep(args, nullptr);
+  const auto points = app::pareto_sweep(args);
   EXPECT_EQ(points.size(), 8U);
   EXPECT_EQ(total, 8U);
   EXPECT_EQ(seen, (std::vector<std::size_t>{1, 2, 3, 4, 5, 6, 7, 8}));
@@ -167,7 +167,7 @@ TEST_F(ParetoTest, EveryPowerModeGetsItsOwnFrontAgainstOneDeadline) {
   args.graph.deadline = "3x";  // of one pass at MAXN, for every mode
   args.planners = "paging";  // the modes are under test: a quick planner
   args.budgets = 3;
-  const auto points = pareto_sweep(args, nullptr);
+  const auto points = app::pareto_sweep(args);
   ASSERT_EQ(points.size(), 9U);  // 3 modes x 3 budgets
   std::map<std::string, int> per_mode, fronts;
   std::set<std::optional<double>> deadlines;
@@ -182,7 +182,7 @@ TEST_F(ParetoTest, EveryPowerModeGetsItsOwnFrontAgainstOneDeadline) {
   auto db = costdb::Database::open_read_only(args.db);
   for (const auto& row : costdb::list_plans(db)) EXPECT_FALSE(row.power_mode.empty());
   std::ostringstream out;
-  EXPECT_EQ(run_pareto(args, out), 0);
+  EXPECT_EQ(run_pareto(args, ParetoOutput{}, out), 0);
   EXPECT_NE(out.str().find("paging@MAXQ"), std::string::npos) << out.str();
 }
 
@@ -195,7 +195,7 @@ TEST_F(ParetoTest, APerPhasePairIsASeriesWhosePlansIncludeTheModeSwitches) {
   args.graph.deadline = "3x";
   args.planners = "paging";
   args.budgets = 2;
-  const auto points = pareto_sweep(args, nullptr);
+  const auto points = app::pareto_sweep(args);
   ASSERT_EQ(points.size(), 4U);
   const double switches_s = 2 * devices::find_board("pi4")->mode_switch_s;
   for (const auto& p : points) {
@@ -206,14 +206,14 @@ TEST_F(ParetoTest, APerPhasePairIsASeriesWhosePlansIncludeTheModeSwitches) {
     one.budget = std::to_string(p.plan.budget_bytes);
     ASSERT_TRUE(p.plan.deadline_s);
     one.deadline = std::to_string(*p.plan.deadline_s) + "s";
-    const PlanOutcome alone = plan(one, false);
+    const PlanOutcome alone = app::plan(one);
     ASSERT_TRUE(alone.sim);
     const double switches = p.plan.power_mode == "1500MHz" ? 0 : switches_s;
     EXPECT_NEAR(*p.plan.time_s, planner::deadline_time_s(*alone.sim, alone.request.objective) + switches, 1e-9)
         << p.plan.power_mode;
   }
   EXPECT_TRUE(std::all_of(points.begin(), points.end(), [](const ParetoPoint& p) { return !p.reused; }));
-  const auto again = pareto_sweep(args, nullptr);
+  const auto again = app::pareto_sweep(args);
   EXPECT_TRUE(std::all_of(again.begin(), again.end(), [](const ParetoPoint& p) { return p.reused; }))
       << "stored under the deadline the user gave";
 }

@@ -12,26 +12,25 @@ namespace ergon::cli {
 namespace {
 
 TEST(PlanArguments, BudgetTakesBytesUnitsAndPercentOfStoreAll) {
-  EXPECT_EQ(parse_budget("3000000", 0), 3000000U);
-  EXPECT_EQ(parse_budget("2MiB", 0), 2U << 20);
-  EXPECT_EQ(parse_budget("1.5MB", 0), 1500000U);
-  EXPECT_EQ(parse_budget("50%", 1000), 500U);
-  EXPECT_THROW(parse_budget("lots", 0), InputError);
-  EXPECT_THROW(parse_budget("0", 0), InputError);
+  EXPECT_EQ(app::parse_budget("3000000", 0), 3000000U);
+  EXPECT_EQ(app::parse_budget("2MiB", 0), 2U << 20);
+  EXPECT_EQ(app::parse_budget("1.5MB", 0), 1500000U);
+  EXPECT_EQ(app::parse_budget("50%", 1000), 500U);
+  EXPECT_THROW(app::parse_budget("lots", 0), InputError);
+  EXPECT_THROW(app::parse_budget("0", 0), InputError);
 }
 
 TEST(PlanArguments, DeadlineTakesAFactorOfOnePassOrSeconds) {
-  EXPECT_DOUBLE_EQ(parse_deadline("1.5x", 2.0), 3.0);
-  EXPECT_DOUBLE_EQ(parse_deadline("0.2s", 2.0), 0.2);
-  EXPECT_DOUBLE_EQ(parse_deadline("250ms", 2.0), 0.25);
-  EXPECT_TRUE(std::isinf(parse_deadline("none", 2.0)));
-  EXPECT_THROW(parse_deadline("soon", 2.0), InputError);
+  EXPECT_DOUBLE_EQ(app::parse_deadline("1.5x", 2.0), 3.0);
+  EXPECT_DOUBLE_EQ(app::parse_deadline("0.2s", 2.0), 0.2);
+  EXPECT_DOUBLE_EQ(app::parse_deadline("250ms", 2.0), 0.25);
+  EXPECT_TRUE(std::isinf(app::parse_deadline("none", 2.0)));
+  EXPECT_THROW(app::parse_deadline("soon", 2.0), InputError);
 }
 
-nlohmann::json plan_json(PlanArgs args) {
-  args.json = true;
+nlohmann::json plan_json(const PlanArgs& args) {
   std::ostringstream out;
-  EXPECT_EQ(run_plan(args, out), 0);
+  EXPECT_EQ(run_plan(args, PlanOutput{.json = true}, out), 0);
   return nlohmann::json::parse(out.str());
 }
 
@@ -79,7 +78,7 @@ TEST(PlanCommand, UnknownPlannerNamesTheKnownOnes) {
   args.planner = "magic";
   std::ostringstream out;
   try {
-    run_plan(args, out);
+    run_plan(args, PlanOutput{}, out);
     FAIL() << "an unknown planner was accepted";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("checkmate"), std::string::npos) << e.what();
@@ -95,7 +94,7 @@ TEST(PlanCommand, AutoPowerModeKeepsTheLeastEnergyAndRefusesModesTooSlowForTheDe
   args.gap = 0.01;
   args.time_limit_s = 5;
   args.power_mode = "auto";
-  const PlanOutcome free = plan(args, false);
+  const PlanOutcome free = app::plan(args);
   // 1500MHz, 1000MHz, 600MHz, then the six forward/backward pairs (cpufreq switches fast).
   ASSERT_EQ(free.modes.size(), 9U);
   EXPECT_EQ(free.modes[3].mode, "1500MHz/1000MHz");
@@ -116,11 +115,11 @@ TEST(PlanCommand, AutoPowerModeKeepsTheLeastEnergyAndRefusesModesTooSlowForTheDe
   EXPECT_GT(skipped, 0) << "one core busy: full speed is cheapest, and its pass rules out the others";
   // A deadline a little above one pass at full speed: the full-speed mode.
   args.deadline = "1.2x";
-  EXPECT_EQ(plan(args, false).power_mode, "1500MHz");
+  EXPECT_EQ(app::plan(args).power_mode, "1500MHz");
   // A deadline no mode meets is an error naming each mode's reason.
   args.deadline = "0.5x";
   try {
-    (void)plan(args, false);
+    (void)app::plan(args);
     FAIL() << "expected an InputError";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("600MHz"), std::string::npos) << e.what();

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "cli/board_costs.h"
+#include "app/board_costs.h"
 #include "devices/board_profile.h"
 #include "planner/onnx_import.h"
 #include "planner/zoo.h"
@@ -14,7 +14,7 @@ namespace {
 
 planner::TrainingGraph zoo_graph(const std::string& model, int batch) {
   return planner::build_training_graph(planner::zoo_model(model, batch),
-                                       BoardProfileCosts(*devices::find_board("pi4")));
+                                       app::BoardProfileCosts(*devices::find_board("pi4")));
 }
 
 /// The op kind name a node runs as: its own op's (the loss: cross_entropy).
@@ -73,7 +73,7 @@ TEST(NodeShapes, GraphsWithoutShapesRunAMatrixProductOfTheNodesWork) {
 
   // An ONNX graph carries no shapes the kernels take: every compute runs by its work.
   const auto onnx = planner::import_onnx(std::string(ERGON_TEST_DATA_DIR) + "/onnx/tiny_cnn.onnx");
-  const auto g = planner::build_training_graph(onnx, BoardProfileCosts(*devices::find_board("pi4")));
+  const auto g = planner::build_training_graph(onnx, app::BoardProfileCosts(*devices::find_board("pi4")));
   for (const auto& node : g.nodes) {
     const profiler::OpShape shape = node_shape(g, node.id);
     EXPECT_EQ(shape.kind, profiler::OpKind::kLinear) << node.name;

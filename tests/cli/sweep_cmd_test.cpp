@@ -101,9 +101,9 @@ TEST(Sweep, OnBusyCoresACappedModeSavesEnergyAndAutoPicksItWhenTheDeadlineAllows
   plan_args.db = args.db;
   plan_args.power_mode = "auto";
   plan_args.deadline = "none";
-  EXPECT_EQ(plan(plan_args, false).power_mode, "MAXQ");
+  EXPECT_EQ(app::plan(plan_args).power_mode, "MAXQ");
   plan_args.deadline = "1.2x";
-  const PlanOutcome tight = plan(plan_args, false);
+  const PlanOutcome tight = app::plan(plan_args);
   EXPECT_EQ(tight.power_mode, "MAXN") << "the capped modes miss a deadline of 1.2 passes at full speed";
   EXPECT_FALSE(tight.modes[2].energy_j);
   EXPECT_NE(tight.modes[2].why.find("deadline"), std::string::npos) << tight.modes[2].why;
@@ -132,7 +132,7 @@ TEST(Sweep, WhereTheBoardSwitchesCheaplyAutoMixesModesPerPhaseToMeetADeadlineFor
   plan_args.budget = "100%";
   plan_args.db = args.db;
   plan_args.power_mode = "auto";
-  const PlanOutcome free = plan(plan_args, false);
+  const PlanOutcome free = app::plan(plan_args);
   EXPECT_EQ(free.modes.size(), 9U) << "3 modes and 6 pairs";
   EXPECT_TRUE(free.per_phase_note.empty());
   EXPECT_EQ(free.power_mode, "1000MHz") << "without a deadline the capped mode throughout is cheapest";
@@ -141,7 +141,7 @@ TEST(Sweep, WhereTheBoardSwitchesCheaplyAutoMixesModesPerPhaseToMeetADeadlineFor
   for (const char* mode : {"1500MHz", "1000MHz", "1500MHz/1000MHz"}) {
     PlanArgs one = plan_args;
     one.power_mode = mode;
-    const PlanOutcome o = plan(one, false);
+    const PlanOutcome o = app::plan(one);
     ASSERT_TRUE(o.sim) << mode << ": " << o.result.why;
     figures[mode] = {planner::objective_energy_j(*o.sim, o.request.objective) + o.switch_energy_j,
                      planner::deadline_time_s(*o.sim, o.request.objective) + o.switch_time_s};
@@ -154,7 +154,7 @@ TEST(Sweep, WhereTheBoardSwitchesCheaplyAutoMixesModesPerPhaseToMeetADeadlineFor
 
   // Between the mixed pair's time and the capped mode's: the capped mode misses it.
   plan_args.deadline = fmt::format("{:.9g}s", (mixed.second + capped.second) / 2);
-  const PlanOutcome tight = plan(plan_args, false);
+  const PlanOutcome tight = app::plan(plan_args);
   EXPECT_EQ(tight.power_mode, "1500MHz/1000MHz");
   EXPECT_NEAR(tight.switch_time_s, 2 * 355e-6, 1e-9);
   EXPECT_GT(tight.switch_energy_j, 0);

@@ -14,13 +14,13 @@
 
 #include "cli/attribute_cmd.h"
 #include "common/error.h"
-#include "cli/board_costs.h"
+#include "app/board_costs.h"
 #include "cli/record.h"
 #include "cli/step_plans.h"
 #include "cli/validate_cmd.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
-#include "devices/agent/agent.h"
+#include "agent/agent.h"
 #include "devices/board_profile.h"
 #include "devices/profile_plan.h"
 #include "devices/sim_server.h"
@@ -55,7 +55,7 @@ class AgentEndToEnd : public ::testing::TestWithParam<const char*> {
 TEST_P(AgentEndToEnd, RecordStoresExactlyTheSpansTheAgentMeasuredAndItsSamples) {
   std::mutex m;
   std::vector<SentSpan> sent;
-  devices::AgentOptions options;
+  agent::AgentOptions options;
   options.link = GetParam();
   options.probe = "sim:ina219,current=0.6,bus=5";
   options.board = "pi4";
@@ -64,7 +64,7 @@ TEST_P(AgentEndToEnd, RecordStoresExactlyTheSpansTheAgentMeasuredAndItsSamples) 
     std::lock_guard lock(m);
     sent.push_back({op, phase, b, e, reps});
   };
-  auto agent = std::make_unique<devices::AgentThread>(options);
+  auto agent = std::make_unique<agent::AgentThread>(options);
   const std::string link = agent->link();
 
   // A small plan: a conv and a linear forward and backward, a page-out and page-in of 1 MiB,
@@ -213,18 +213,18 @@ TEST(AgentExecution, ASimulatedBoardOrAModelOutsideTheZooIsRefusedWithAReason) {
 TEST(AgentExecution, TheAgentTimesEveryLayerOfAModelWithItsOwnKernel) {
   const fs::path dir = fs::temp_directory_path() / ("ergon-agent-model-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  devices::AgentOptions options;
+  agent::AgentOptions options;
   options.link = "pty";
   options.probe = "sim:ina219";
   options.board = "pi4";
   options.scratch = dir;
-  auto agent = std::make_unique<devices::AgentThread>(options);
+  auto agent = std::make_unique<agent::AgentThread>(options);
   const std::string link = agent->link();
 
   for (const char* model : {"mobilenetv2-cifar", "bert-tiny"}) {
     SCOPED_TRACE(model);
     const auto g = planner::build_training_graph(planner::zoo_model(model, 1),
-                                                 cli::BoardProfileCosts(*devices::find_board("pi4")));
+                                                 app::BoardProfileCosts(*devices::find_board("pi4")));
     devices::ProfilePlan plan = cli::model_profile_plan(g, 1);
     std::set<std::string> kinds;
     uint32_t windows = 0;
@@ -285,14 +285,14 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
     std::ofstream(d / "scaling_available_frequencies") << "600000 1000000 1500000\n";
     std::ofstream(d / "scaling_max_freq") << "1500000\n";
   }
-  devices::AgentOptions options;
+  agent::AgentOptions options;
   options.link = "pty";
   options.board = "pi4";
   options.scratch = dir;
   options.sysfs_root = dir / "sys";
   options.nvpmodel_conf = dir / "no-nvpmodel.conf";
   options.probe = "sim:ina219";
-  auto agent = std::make_unique<devices::AgentThread>(options);
+  auto agent = std::make_unique<agent::AgentThread>(options);
   const std::string link = agent->link();
 
   devices::ProfilePlan plan;

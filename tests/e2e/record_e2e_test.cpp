@@ -17,7 +17,7 @@
 
 #include "cli/attribute_cmd.h"
 #include "cli/record.h"
-#include "cli/board_costs.h"
+#include "app/board_costs.h"
 #include "cli/plan_cmd.h"
 #include "cli/step_plans.h"
 #include "planner/zoo.h"
@@ -344,11 +344,11 @@ TEST_F(RecordEndToEnd, MeasuredCostsPredictShapesTheBoardNeverRanAndThePlannerUs
   args.db = db_path().string();
   args.time_limit_s = 5;
   args.gap = 0.01;
-  const auto planned = cli::plan(args, false);
+  const auto planned = app::plan(args);
   EXPECT_NE(planned.cost_source.find("measured on pi4"), std::string::npos) << planned.cost_source;
   EXPECT_GT(planned.graph.idle_power_w, 0);
   args.board = "tx2";  // nothing measured on a TX2 here: the profile, with a warning
-  const auto fallback = cli::plan(args, false);
+  const auto fallback = app::plan(args);
   EXPECT_NE(fallback.cost_source.find("warning: no attributed costs of board tx2"), std::string::npos)
       << fallback.cost_source;
 }
@@ -404,16 +404,16 @@ TEST_F(RecordEndToEnd, CostsAreKeptApartByThePowerModeTheBoardRanIn) {
   args.time_limit_s = 5;
   args.gap = 0.01;
   try {
-    cli::plan(args, false);
+    app::plan(args);
     ADD_FAILURE() << "planning on costs of two modes must ask which";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--power-mode"), std::string::npos) << e.what();
   }
   args.power_mode = "600MHz";
-  const auto planned = cli::plan(args, false);
+  const auto planned = app::plan(args);
   EXPECT_NE(planned.cost_source.find("in mode 600MHz"), std::string::npos) << planned.cost_source;
   args.power_mode = "turbo";
-  EXPECT_THROW(cli::plan(args, false), InputError);
+  EXPECT_THROW(app::plan(args), InputError);
 }
 
 TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsStored) {
@@ -498,7 +498,7 @@ TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
 TEST_F(RecordEndToEnd, ProfilingAModelsOwnShapesMeasuresEveryNodeThePlannerCosts) {
   const auto board = *devices::find_board("pi4");
   const auto graph =
-      planner::build_training_graph(planner::zoo_model("mlp", 1), cli::BoardProfileCosts(board));
+      planner::build_training_graph(planner::zoo_model("mlp", 1), app::BoardProfileCosts(board));
   auto sim = devices::SimServer::open_pty(board, unpaced(9));
   sim->start();
   cli::RecordRequest req;

@@ -54,6 +54,7 @@ TEST(ProbeSpec, MutatedSpecsParseOrFailCleanly) {
   const std::string seeds[] = {"ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2", "sim:ina226,current=0.5",
                                "tegrastats,interval=50", "rapl", "ina3221:/sys/class/hwmon/hwmon1"};
   std::mt19937 rng(7);
+  int parsed = 0, refused = 0;
   for (int i = 0; i < 20000; ++i) {
     std::string s = seeds[i % 5];
     const int edits = 1 + static_cast<int>(rng() % 4);
@@ -66,10 +67,20 @@ TEST(ProbeSpec, MutatedSpecsParseOrFailCleanly) {
       }
     }
     try {
-      parse_probe_spec(s);
-    } catch (const InputError&) {
+      const ProbeSpec spec = parse_probe_spec(s);
+      ++parsed;
+      EXPECT_FALSE(spec.kind.empty()) << s;
+      EXPECT_EQ(spec.text, s);
+    } catch (const InputError& e) {
+      ++refused;
+      const std::string what = e.what();
+      EXPECT_FALSE(what.empty());
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
     }
   }
+  // Both outcomes happen: the edits neither break every spec nor leave all of them valid.
+  EXPECT_GT(parsed, 0);
+  EXPECT_GT(refused, 0);
 }
 
 TEST(Probe, ASimulatedChipReadsItsSupplyThroughTheDriver) {

@@ -10,7 +10,7 @@
 
 #include "profiler/op.h"
 
-namespace ergon::devices {
+namespace ergon::agent {
 
 /// The board side of Ergon on a Linux board (Raspberry Pi 4, Jetson TX2), and on the host so
 /// CI runs it: answers Hello and clock syncs, runs the profile plan or schedule it is sent
@@ -63,4 +63,4 @@ class AgentThread {
   std::thread thread_;
 };
 
-}  // namespace ergon::devices
+}  // namespace ergon::agent

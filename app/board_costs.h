@@ -4,7 +4,7 @@
 #include "devices/board_profile.h"
 #include "planner/graph.h"
 
-namespace ergon::cli {
+namespace ergon::app {
 
 /// Planner costs from a board's published profile (the simulator's model): the fallback
 /// when the cost database has no measurements of the board. Energy is total board power x
@@ -49,4 +49,4 @@ class MeasuredCostModel final : public planner::CostModel {
   costdb::MeasuredCosts costs_;
 };
 
-}  // namespace ergon::cli
+}  // namespace ergon::app

@@ -1,4 +1,4 @@
-#include "devices/agent/agent.h"
+#include "agent/agent.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -37,10 +37,13 @@
 #include "profiler/op_runner.h"
 #include "runtime/executor.h"
 
-namespace ergon::devices {
+namespace ergon::agent {
+// The agent is made of the devices module's parts: its protocol, links and power controls.
+using namespace ergon::devices;  // NOLINT(google-build-using-namespace): this file only
+
 namespace {
 
-namespace proto = protocol;
+namespace proto = devices::protocol;
 
 /// The clock of every timestamp the agent sends: CLOCK_MONOTONIC, in ns (tick_hz 1e9).
 const SteadyClock& agent_clock() {
@@ -620,4 +623,4 @@ AgentThread::~AgentThread() {
   thread_.join();
 }
 
-}  // namespace ergon::devices
+}  // namespace ergon::agent

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "common/error.h"
-#include "devices/agent/agent.h"
+#include "agent/agent.h"
 
 namespace {
 
@@ -20,7 +20,7 @@ void on_signal(int) { g_stop = true; }
 int main(int argc, char** argv) {
   CLI::App app{"ergon-agent: run Ergon's profile plans and schedules on this board, with real "
                "kernels and its power probe, and stream them to ergon record"};
-  ergon::devices::AgentOptions options;
+  ergon::agent::AgentOptions options;
   app.add_option("--link", options.link,
                  "tcp:HOST:PORT (listen), pty (a new pseudo-terminal) or a serial device "
                  "(/dev/ttyGS0 for USB gadget serial, /dev/ttyAMA0)")
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     std::cerr << "ergon-agent: waiting for ergon record --port " << link << "\n";
   };
   try {
-    ergon::devices::run_agent(options, g_stop);
+    ergon::agent::run_agent(options, g_stop);
   } catch (const ergon::Error& e) {
     std::cerr << "ergon-agent: " << e.what() << "\n";
     return 1;

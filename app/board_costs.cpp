@@ -1,6 +1,6 @@
-#include "cli/board_costs.h"
+#include "app/board_costs.h"
 
-namespace ergon::cli {
+namespace ergon::app {
 namespace {
 
 planner::NodeCost to_cost(const devices::OpTruth& t) { return {t.time_s, t.time_s * t.power_w}; }
@@ -20,4 +20,4 @@ planner::NodeCost BoardProfileCosts::page_out(uint64_t bytes) const {
   return to_cost(devices::paging_truth(board_, bytes, profiler::Phase::kPageOut));
 }
 
-}  // namespace ergon::cli
+}  // namespace ergon::app

@@ -1,0 +1,113 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/graph.h"
+#include "planner/poet.h"
+#include "planner/schedule.h"
+
+namespace ergon::app {
+
+struct PlanArgs {
+  std::string model;
+  std::string graph_file;
+  std::string onnx_file;
+  /// The ONNX file's data inputs, where the importer cannot tell them from weights given as
+  /// graph inputs (empty: detect).
+  std::vector<std::string> onnx_inputs;
+  int batch = 1;
+  std::string board = "pi4";
+  std::string budget = "50%";
+  std::string deadline = "none";
+  std::string objective = "total";
+  std::string planner = "poet";
+  double time_limit_s = 60;
+  double gap = 1e-6;
+  int threads = 2;
+  /// Cost database to take the board's measured costs from (empty: the board's profile).
+  std::string db;
+  /// The board's power mode (its costs differ by mode); empty: the measured runs' only mode,
+  /// or the profile's default. "FWD/BWD": the forward pass in one mode and the backward pass
+  /// in another (two switches per iteration). "auto": the least energy over the modes, and
+  /// over per-phase pairs when switching takes under 5 % of a pass.
+  std::string power_mode;
+};
+
+/// "3000000", "2MiB", "1.5MB", "512KiB", or "50%" of `store_all_bytes`.
+/// Throws InputError naming the text when it is none of those.
+uint64_t parse_budget(const std::string& text, uint64_t store_all_bytes);
+/// "1.3x" (of the single-pass time), "0.2s", or "none"; returns seconds (infinity for none).
+double parse_deadline(const std::string& text, double single_pass_s);
+/// "poet" or "total"; throws InputError naming the known ones.
+planner::Objective parse_objective(const std::string& text);
+
+/// The request `ergon plan` and `ergon pareto` make of `args` on `graph`: budget in the
+/// objective's terms (a percentage is of store-all's activation peak, with fixed bytes added
+/// under total), deadline, limits. No progress callback.
+planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingGraph& graph);
+
+/// "MAXQ/MAXN": per-phase power modes (forward pass / backward pass); nullopt for one mode.
+/// InputError for a malformed pair.
+std::optional<std::pair<std::string, std::string>> split_phases(const std::string& power_mode);
+/// How long the board takes to switch modes once: measured (args.db) or the profile's.
+double mode_switch_s(const PlanArgs& args);
+/// What per-phase modes (args.power_mode FWD/BWD, two different modes) add to an iteration
+/// of `graph`: two switches, the board idling meanwhile. Zero for one mode.
+struct ModeSwitches {
+  double time_s = 0;
+  double energy_j = 0;
+};
+ModeSwitches mode_switches(const PlanArgs& args, const planner::TrainingGraph& graph);
+
+/// The training graph `ergon plan` and `ergon graph export` work on: a zoo model costed on a
+/// board (its measured costs from args.db when it has them, else its published profile), or
+/// a graph JSON file as it is. `cost_source`, when given, gets one line saying which costs
+/// were used and why.
+planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source = nullptr);
+
+/// Everything one `ergon plan` computes.
+struct PlanOutcome {
+  planner::TrainingGraph graph;
+  std::string cost_source;  ///< which costs the graph carries (measured or the profile's)
+  planner::PlanRequest request;
+  planner::PlanResult result;
+  planner::ScheduleReport store_all;            ///< the reference every plan is compared to
+  std::optional<planner::ScheduleReport> sim;   ///< the simulator's replay of the schedule
+  std::vector<uint8_t> encoded;                 ///< the schedule as a board receives it
+  /// With --power-mode auto: each mode tried, and the one chosen (the outcome's).
+  struct ModeTried {
+    std::string mode;
+    std::optional<double> energy_j, time_s;  ///< the simulator's; none without a schedule
+    std::string why;                         ///< why there is no schedule
+  };
+  std::vector<ModeTried> modes;
+  std::string power_mode;
+  /// Per-phase modes: the two switches an iteration takes (the board idling meanwhile),
+  /// beyond what the simulator's replay counts; the deadline the planner saw was shortened
+  /// by their time.
+  double switch_time_s = 0;
+  double switch_energy_j = 0;
+  /// With auto, why per-phase pairs were not tried (empty when they were, or with one mode).
+  std::string per_phase_note;
+};
+
+/// What a long plan reports while it runs: each mode as --power-mode auto starts planning
+/// it (name, its number, how many), and the solver's incumbent and bound.
+struct PlanProgress {
+  std::function<void(const std::string& mode, std::size_t n, std::size_t total)> on_mode;
+  std::function<void(const planner::SolveProgress&)> on_solve;
+};
+
+/// Builds the graph, solves, and replays the schedule in the simulator, reporting to
+/// `progress`. With power_mode "auto",
+/// plans in every mode (the modes measured in args.db, else the board profile's), with the
+/// deadline in seconds of the board's default mode, and keeps the least energy; InputError
+/// listing each mode's reason when none has a schedule.
+PlanOutcome plan(const PlanArgs& args, const PlanProgress& progress = {});
+
+}  // namespace ergon::app
