@@ -103,7 +103,7 @@ ModeSwitches mode_switches(const PlanArgs& args, const planner::TrainingGraph& g
   return {time_s, time_s * idle_w};
 }
 
-planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source) {
+planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source, CostSource* source_kind) {
   const int sources = static_cast<int>(!args.model.empty()) +
                       static_cast<int>(!args.graph_file.empty()) +
                       static_cast<int>(!args.onnx_file.empty());
@@ -115,10 +115,13 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
                        ") need --model or --onnx");
     PlanArgs a = args;
     std::string forward_source, backward_source;
+    CostSource forward_kind = CostSource::kProfile, backward_kind = CostSource::kProfile;
     a.power_mode = phases->first;
-    const auto forward = load_graph(a, &forward_source);
+    const auto forward = load_graph(a, &forward_source, &forward_kind);
     a.power_mode = phases->second;
-    const auto backward = load_graph(a, &backward_source);
+    const auto backward = load_graph(a, &backward_source, &backward_kind);
+    if (source_kind)
+      *source_kind = backward_kind == CostSource::kProfileFallback ? backward_kind : forward_kind;
     if (cost_source)
       *cost_source = "forward pass in " + phases->first + ": " + forward_source + "\nbackward pass in " +
                      phases->second + ": " + backward_source;
@@ -126,6 +129,7 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
   }
   if (!args.graph_file.empty()) {
     auto graph = planner::read_graph_json(args.graph_file);
+    if (source_kind) *source_kind = CostSource::kGraphFile;
     if (cost_source)
       *cost_source = "costs: as given in " + args.graph_file + "\n" + args.graph_file + ": " + graph.import_note;
     return graph;
@@ -184,6 +188,10 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
                            args.batch, args.board);
   if (!forward.import_note.empty()) source += "\n" + args.onnx_file + ": " + forward.import_note;
   if (cost_source) *cost_source = source;
+  if (source_kind)
+    *source_kind = measured           ? CostSource::kMeasured
+                   : args.db.empty() ? CostSource::kProfile
+                                     : CostSource::kProfileFallback;
   return graph;
 }
 
@@ -246,7 +254,8 @@ PlanOutcome plan_every_mode(const PlanArgs& args, const PlanProgress& progress) 
     if (best_j && floor_j[k] >= *best_j) {
       tried[k] = {mode, std::nullopt, std::nullopt,
                   fmt::format("not planned: one pass alone costs {:.6g} J, no less than {:.6g} J in {}", floor_j[k],
-                              *best_j, best->power_mode)};
+                              *best_j, best->power_mode),
+                  /*skipped=*/true};
       continue;
     }
     if (progress.on_mode) progress.on_mode(mode, n + 1, candidates.size());
@@ -279,7 +288,7 @@ PlanOutcome plan(const PlanArgs& args, const PlanProgress& progress) {
   if (args.power_mode == "auto") return plan_every_mode(args, progress);
   parse_objective(args.objective);  // a typo fails before the graph is built
   PlanOutcome o;
-  o.graph = load_graph(args, &o.cost_source);
+  o.graph = load_graph(args, &o.cost_source, &o.costs);
   const auto& graph = o.graph;
   auto& req = o.request;
   req = make_request(args, graph);

@@ -68,12 +68,24 @@ ModeSwitches mode_switches(const PlanArgs& args, const planner::TrainingGraph& g
 /// board (its measured costs from args.db when it has them, else its published profile), or
 /// a graph JSON file as it is. `cost_source`, when given, gets one line saying which costs
 /// were used and why.
-planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source = nullptr);
+/// Whose costs a graph carries: decisions are made on this, never on the description.
+enum class CostSource {
+  kProfile,          ///< the board's published profile (no database asked for)
+  kMeasured,         ///< the board's attributed measurements (args.db)
+  kProfileFallback,  ///< measurements were asked for and could not be used: the profile (a warning)
+  kGraphFile,        ///< as given in a training-graph JSON file
+};
+
+/// `cost_source`, when given, gets the lines describing the costs; `source`, whose they are
+/// (per-phase modes: the forward mode's, or kProfileFallback when either fell back).
+planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source = nullptr,
+                                  CostSource* source = nullptr);
 
 /// Everything one `ergon plan` computes.
 struct PlanOutcome {
   planner::TrainingGraph graph;
-  std::string cost_source;  ///< which costs the graph carries (measured or the profile's)
+  std::string cost_source;  ///< which costs the graph carries, in words
+  CostSource costs = CostSource::kProfile;
   planner::PlanRequest request;
   planner::PlanResult result;
   planner::ScheduleReport store_all;            ///< the reference every plan is compared to
@@ -84,6 +96,8 @@ struct PlanOutcome {
     std::string mode;
     std::optional<double> energy_j, time_s;  ///< the simulator's; none without a schedule
     std::string why;                         ///< why there is no schedule
+    /// Not planned: one pass alone cost no less than the best plan already found (`why` says so).
+    bool skipped = false;
   };
   std::vector<ModeTried> modes;
   std::string power_mode;

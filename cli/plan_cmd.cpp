@@ -126,13 +126,13 @@ int run_plan(const PlanArgs& args, const PlanOutput& output, std::ostream& out) 
                      total ? fmt::format(" + {} fixed", mib(fixed_bytes)) : std::string(),
                      store_all_s, store_all_j);
   // A fallback is a warning: stderr, so that scripts reading stdout still see it on a terminal.
-  (o.cost_source.starts_with("warning") ? std::cerr : out) << o.cost_source << "\n";
+  (o.costs == app::CostSource::kProfileFallback ? std::cerr : out) << o.cost_source << "\n";
   if (!o.modes.empty()) {
     out << fmt::format("power mode: {} (the least energy of the {} modes and per-phase pairs tried)\n", o.power_mode, o.modes.size());
     for (const auto& m : o.modes)
       out << fmt::format("  {:<16} {}\n", m.mode,
                          m.energy_j ? fmt::format("{:.6g} J, {:.6g} s", *m.energy_j, *m.time_s)
-                                    : m.why.starts_with("not planned") ? m.why : "no schedule: " + m.why);
+                                    : m.skipped ? m.why : "no schedule: " + m.why);
     if (!o.per_phase_note.empty()) out << "  " << o.per_phase_note << "\n";
   }
   if (o.switch_time_s > 0)

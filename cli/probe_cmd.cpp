@@ -168,14 +168,17 @@ int run_probe_list(std::ostream& out) {
       try {
         const uint16_t config = probes::read_register(*bus, address, probes::ina2xx_reg::kConfig);
         std::string kind = "a device (an INA219 keeps no ID register)";
+        bool identified = false;
         try {
           const uint16_t maker = probes::read_register(*bus, address, probes::ina2xx_reg::kManufacturerId);
           const uint16_t die = probes::read_register(*bus, address, probes::ina2xx_reg::kDieId);
-          if (maker == 0x5449 && die == 0x2260) kind = "ina226";
-          if (maker == 0x5449 && die == 0x2270) kind = "ina260";
+          if (maker == 0x5449 && (die == 0x2260 || die == 0x2270)) {
+            kind = die == 0x2260 ? "ina226" : "ina260";
+            identified = true;
+          }
         } catch (const DeviceError&) {
         }
-        if (kind[0] == 'a' && config == probes::ina2xx_reset_config(probes::Ina2xxChip::kIna219))
+        if (!identified && config == probes::ina2xx_reset_config(probes::Ina2xxChip::kIna219))
           kind = "ina219 (power-on configuration)";
         out << fmt::format("{}: {}@0x{:02X}, configuration 0x{:04X}  ->  --probe {}:{}@0x{:02X}\n",
                            kind, path, address, config,

@@ -83,7 +83,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     o.cost_source = planned.cost_source;
     o.description = fmt::format("{} at {} ({})", planned.graph.name, args.plan.budget,
                                 planner::to_string(planned.result.status));
-    const bool measured = planned.cost_source.starts_with("costs: measured");
+    const bool measured = planned.costs == app::CostSource::kMeasured;
     const std::string model = args.plan.model.empty() ? planned.graph.name : args.plan.model;
     row = app::to_plan_row(planned.graph, model, args.plan.board, measured ? "measured" : "profile",
                       app::graph_digest(planned.graph), planned.request, planned.result,
