@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/attribute_cmd.h"
+#include "cli/options.h"
 #include "cli/pareto_cmd.h"
 #include "cli/plan_cmd.h"
 #include "cli/validate_cmd.h"
@@ -352,56 +353,24 @@ int main(int argc, char** argv) {
                       "bytes) with its cross-validated error");
 
   PlanArgs plan;
+  const std::string plan_mode_help =
+      "the board's power mode (costs differ by mode): measured costs of runs in that mode, or "
+      "the profile scaled to it (see ergon sim --help); FWD/BWD (1500MHz/1000MHz): the forward "
+      "pass in one mode, the backward pass in another, two switches per iteration; auto: plan in "
+      "every mode (and per-phase pair, where switching is cheap) and keep the least energy that "
+      "meets the deadline";
   auto add_graph_options = [&](CLI::App* cmd) {
-    cmd->add_option("--model", plan.model, "zoo model (see ergon models)");
-    cmd->add_option("--onnx", plan.onnx_file, "forward graph from an ONNX file (PyTorch export)");
-    cmd->add_option("--onnx-input", plan.onnx_inputs,
-                    "the ONNX file's data input, where its weights are graph inputs the importer "
-                    "cannot tell from data (repeat for several)");
-    cmd->add_option("--graph", plan.graph_file, "training graph JSON (ergon.training-graph/1)");
-    cmd->add_option("--batch", plan.batch, "batch size of a zoo model")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    cmd->add_option("--board", plan.board, "board whose costs to use: " + devices::board_names())
-        ->capture_default_str();
+    add_graph_source(*cmd, plan);
+    add_board_and_mode(*cmd, plan, plan_mode_help);
     cmd->add_option("--db", plan.db,
                     "take the board's measured costs from this database (ergon attribute); "
                     "default: its published profile");
-    cmd->add_option("--power-mode", plan.power_mode,
-                    "the board's power mode (costs differ by mode): measured costs of runs in "
-                    "that mode, or the profile scaled to it (see ergon sim --help); FWD/BWD "
-                    "(1500MHz/1000MHz): the forward pass in one mode, the backward pass in another, "
-                    "two switches per iteration; auto: plan in every mode (and per-phase pair, where "
-                    "switching is cheap) and keep the least energy that meets the deadline");
   };
   auto* plan_cmd = app.add_subcommand(
       "plan", "find the minimum-energy schedule under a memory budget and a deadline");
   add_graph_options(plan_cmd);
-  plan_cmd->add_option("--budget", plan.budget,
-                       "memory, fixed bytes included (activations only under poet): bytes (3000000), units (2MiB, 1.5MB), or % of store-all's activations (fixed bytes added)")
-      ->capture_default_str();
-  plan_cmd->add_option("--deadline", plan.deadline,
-                       "iteration time (makespan; compute only under poet): factor of one pass (1.3x), seconds (0.2s) or none")
-      ->capture_default_str();
-  plan_cmd->add_option("--planner", plan.planner,
-                       "poet (recompute and page), checkmate (recompute only), paging (page "
-                       "only), store-all, chen (sqrt(n) checkpoints), capuchin (swap/recompute "
-                       "heuristic), rotor (chain DP, recompute only), pofo (rotor with paging)")
-      ->capture_default_str();
-  plan_cmd->add_option("--objective", plan.objective,
-                       "total: transfers overlap compute and stall beyond the storage "
-                       "bandwidth, idle power over the makespan, fixed bytes in the budget; "
-                       "poet: POET's MILP (ICML 2022) as published")
-      ->capture_default_str();
-  plan_cmd->add_option("--time-limit", plan.time_limit_s, "solver time limit, seconds")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  plan_cmd->add_option("--gap", plan.gap, "relative optimality gap to prove")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  plan_cmd->add_option("--threads", plan.threads, "solver threads")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  add_budget_and_deadline(*plan_cmd, plan);
+  add_solver(*plan_cmd, plan);
   PlanOutput plan_output;
   plan_cmd->add_flag("--json", plan_output.json, "print the result as JSON");
   plan_cmd->add_option("--out", plan_output.out, "write the encoded schedule (what a board receives)");
@@ -412,30 +381,16 @@ int main(int argc, char** argv) {
                   "predicted with measured energy and time");
   {
     auto* c = validate_cmd;
-    c->add_option("--model", validate_args.plan.model, "zoo model (see ergon models)");
-    c->add_option("--onnx", validate_args.plan.onnx_file, "forward graph from an ONNX file");
-    c->add_option("--onnx-input", validate_args.plan.onnx_inputs,
-                    "the ONNX file's data input, where its weights are graph inputs the importer "
-                    "cannot tell from data (repeat for several)");
-    c->add_option("--batch", validate_args.plan.batch, "batch size")->capture_default_str();
-    c->add_option("--board", validate_args.plan.board, "board: " + devices::board_names())
-        ->capture_default_str();
-    c->add_option("--budget", validate_args.plan.budget, "memory budget (see ergon plan)")
-        ->capture_default_str();
-    c->add_option("--deadline", validate_args.plan.deadline, "deadline (see ergon plan)")
-        ->capture_default_str();
-    c->add_option("--planner", validate_args.plan.planner, "planner (see ergon plan)")
-        ->capture_default_str();
-    c->add_option("--objective", validate_args.plan.objective, "total or poet")->capture_default_str();
-    c->add_option("--time-limit", validate_args.plan.time_limit_s, "solver time limit, seconds")
-        ->capture_default_str();
-    c->add_option("--gap", validate_args.plan.gap, "relative optimality gap")->capture_default_str();
+    add_graph_source(*c, validate_args.plan, /*graph_file=*/false);
+    add_board_and_mode(*c, validate_args.plan,
+                       "the board's power mode: costs of that mode, and the simulator runs in it "
+                       "(FWD/BWD: per phase, the board switching where the backward pass begins)");
+    add_budget_and_deadline(*c, validate_args.plan);
+    add_solver(*c, validate_args.plan);
     c->add_option("--db", validate_args.db,
                   "measured costs come from here; plan, run and validation are stored here")
         ->capture_default_str();
     c->add_option("--port", validate_args.port, "a board running the agent (default: simulator)");
-    c->add_option("--power-mode", validate_args.plan.power_mode,
-                  "the board's power mode: costs of that mode, and the simulator runs in it");
     c->add_option("--plan", validate_args.plan_id,
                   "validate this stored plan (an id from ergon pareto or an earlier validate)");
     c->add_flag("--execute", validate_args.execute,
@@ -459,17 +414,10 @@ int main(int argc, char** argv) {
       "pareto", "sweep memory budgets for several planners; store every plan; print the fronts");
   {
     auto* c = pareto_cmd;
-    c->add_option("--model", pareto.graph.model, "zoo model (see ergon models)");
-    c->add_option("--onnx", pareto.graph.onnx_file, "forward graph from an ONNX file");
-    c->add_option("--onnx-input", pareto.graph.onnx_inputs,
-                    "the ONNX file's data input, where its weights are graph inputs the importer "
-                    "cannot tell from data (repeat for several)");
-    c->add_option("--graph", pareto.graph.graph_file, "training graph JSON");
-    c->add_option("--batch", pareto.graph.batch, "batch size of a zoo model")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    c->add_option("--board", pareto.graph.board, "board whose costs to use: " + devices::board_names())
-        ->capture_default_str();
+    add_graph_source(*c, pareto.graph);
+    add_board_and_mode(*c, pareto.graph,
+                       "the board's power mode (see ergon plan --help); all, or MODE,MODE: a front "
+                       "per planner and mode, against one deadline in seconds");
     c->add_option("--planners", pareto.planners,
                   "comma-separated: poet, checkmate, paging, store-all, chen, capuchin, "
                   "rotor, pofo")
@@ -478,25 +426,13 @@ int main(int argc, char** argv) {
                   "budget points from the largest working set to store-all's peak")
         ->capture_default_str()
         ->check(CLI::Range(1, 1000));
-    c->add_option("--objective", pareto.graph.objective, "total or poet (see ergon plan --help)")
-        ->capture_default_str();
-    c->add_option("--deadline", pareto.graph.deadline,
-                  "iteration time (makespan; compute only under poet): factor of one pass (1.5x), seconds (0.2s) or none")
-        ->capture_default_str();
-    c->add_option("--time-limit", pareto.graph.time_limit_s, "solver time limit per plan, seconds")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-    c->add_option("--gap", pareto.graph.gap, "relative optimality gap to prove")
-        ->capture_default_str()
-        ->check(CLI::NonNegativeNumber);
+    add_deadline(*c, pareto.graph);
+    add_solver(*c, pareto.graph, /*planner=*/false);
     c->add_option("--jobs", pareto.jobs, "plans solved at once (default: one per core)")
         ->check(CLI::NonNegativeNumber);
     c->add_option("--db", pareto.db, "database that stores every plan (a rerun resumes)")
         ->capture_default_str();
     c->add_flag("--fresh", pareto.fresh, "solve again even what the database holds");
-    c->add_option("--power-mode", pareto.graph.power_mode,
-                  "the board's power mode (see ergon plan --help); all, or MODE,MODE: a front "
-                  "per planner and mode, against one deadline in seconds");
     c->add_flag("--measured", pareto.measured,
                 "cost the graph with the board's measurements in --db (ergon attribute) "
                 "instead of its published profile");
