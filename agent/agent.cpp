@@ -171,9 +171,7 @@ class Agent {
   Agent(const AgentOptions& options, const std::atomic<bool>& stop)
       : options_(options), stop_(stop), runner_(options.scratch) {
     if (!options.board.empty()) {
-      const auto b = find_board(options.board);
-      if (!b) throw InputError("unknown board '" + options.board + "' (" + board_names() + ")");
-      kind_ = b->kind;
+      kind_ = board_named(options.board).kind;
     }
     if (!options.probe.empty())
       probe_ = probes::open_probe(probes::parse_probe_spec(options.probe), 0, agent_clock());

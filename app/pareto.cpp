@@ -89,11 +89,10 @@ void mark_fronts(std::vector<ParetoPoint>& points) {
 /// factor is of one pass in the board's default mode). Empty when there is one mode or none.
 std::vector<std::string> sweep_modes_of(const PlanArgs& graph) {
   if (graph.power_mode != "all" && graph.power_mode.find(',') == std::string::npos) return {};
-  const auto board = devices::find_board(graph.board);
-  if (!board) throw InputError("unknown board '" + graph.board + "' (known: " + devices::board_names() + ")");
+  const auto board = devices::board_named(graph.board);
   std::vector<std::string> modes;
   if (graph.power_mode == "all") {
-    for (const auto& m : board->power_modes) modes.emplace_back(m.name);
+    for (const auto& m : board.power_modes) modes.emplace_back(m.name);
   } else {
     std::stringstream ss(graph.power_mode);
     for (std::string m; std::getline(ss, m, ',');) modes.push_back(m);

@@ -134,22 +134,13 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
       *cost_source = "costs: as given in " + args.graph_file + "\n" + args.graph_file + ": " + graph.import_note;
     return graph;
   }
-  auto board = devices::find_board(args.board);
-  if (!board)
-    throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
-  if (!args.power_mode.empty()) {
-    board = devices::in_mode(*board, args.power_mode);
-    if (!board)
-      throw InputError("board " + args.board + " has no power mode '" + args.power_mode +
-                       "' (it has " + devices::power_mode_names(*devices::find_board(args.board)) +
-                       ")");
-  }
+  const auto board = devices::board_in_mode(devices::board_named(args.board), args.power_mode);
   const auto forward = args.model.empty()
                            ? planner::import_onnx(args.onnx_file, args.batch, args.onnx_inputs)
                            : planner::zoo_model(args.model, args.batch);
   std::optional<app::MeasuredCostModel> measured;
   const std::string profile = fmt::format("the published profile of {} ({})", args.board,
-                                          board->power_mode);
+                                          board.power_mode);
   std::string source = "costs: " + profile;
   if (!args.db.empty()) {
     std::optional<costdb::Database> db;
@@ -183,7 +174,7 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
     }
   }
   auto graph = measured ? planner::build_training_graph(forward, *measured)
-                        : planner::build_training_graph(forward, app::BoardProfileCosts(*board));
+                        : planner::build_training_graph(forward, app::BoardProfileCosts(board));
   graph.name = fmt::format("{} batch {} on {}", args.model.empty() ? args.onnx_file : args.model,
                            args.batch, args.board);
   if (!forward.import_note.empty()) source += "\n" + args.onnx_file + ": " + forward.import_note;
@@ -198,19 +189,18 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
 namespace {
 
 PlanOutcome plan_every_mode(const PlanArgs& args, const PlanProgress& progress) {
-  const auto board = devices::find_board(args.board);
-  if (!board) throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
+  const auto board = devices::board_named(args.board);
   std::vector<std::string> modes;
   if (!args.db.empty() && std::filesystem::exists(args.db)) {
     auto db = costdb::Database::open_read_only(args.db);
     modes = costdb::measured_power_modes(db, args.board);
   }
   if (modes.empty())
-    for (const auto& m : board->power_modes) modes.emplace_back(m.name);
+    for (const auto& m : board.power_modes) modes.emplace_back(m.name);
   if (modes.empty()) throw InputError("board " + args.board + " has no power modes to choose from");
   // One deadline for all: "1.3x" is of one pass in the board's default mode.
   PlanArgs a = args;
-  std::string reference = std::string(board->power_mode);
+  std::string reference = std::string(board.power_mode);
   if (std::find(modes.begin(), modes.end(), reference) == modes.end()) reference = modes.front();
   a.power_mode = reference;
   const double reference_pass_s = load_graph(a).single_pass_time_s();

@@ -33,12 +33,6 @@
 namespace ergon::cli {
 namespace {
 
-devices::BoardProfile board_or_throw(const std::string& name) {
-  auto board = devices::find_board(name);
-  if (!board)
-    throw InputError("unknown board '" + name + "' (known: " + devices::board_names() + ")");
-  return *board;
-}
 
 std::string format_time(int64_t wall_ns) {
   const std::time_t t = static_cast<std::time_t>(wall_ns / 1'000'000'000);
@@ -107,7 +101,7 @@ struct SimArgs {
 };
 
 int run_sim(const SimArgs& a) {
-  const auto board = board_or_throw(a.board);
+  const auto board = devices::board_named(a.board);
   devices::SimServerOptions opt{.speed = a.speed,
                                 .corrupt_probability = a.corrupt,
                                 .disconnect_after_s = a.disconnect_after_s,
@@ -146,7 +140,7 @@ int run_demo(const DemoArgs& a) {
   if (a.boards.empty()) {
     boards = devices::board_profiles();
   } else {
-    for (const auto& name : a.boards) boards.push_back(board_or_throw(name));
+    for (const auto& name : a.boards) boards.push_back(devices::board_named(name));
   }
   std::cout << fmt::format("ergon demo: {} simulated boards on pseudo-terminals -> {}\n",
                            boards.size(), a.db);
@@ -523,10 +517,10 @@ int main(int argc, char** argv) {
     if (*demo_cmd) return run_demo(demo);
     if (*sim_cmd) return run_sim(sim);
     if (*rec_cmd) {
-      if (!rec_board.empty()) rec.options.expected_board = board_or_throw(rec_board);
+      if (!rec_board.empty()) rec.options.expected_board = devices::board_named(rec_board);
       if (!rec_model.empty()) {
         // Shapes only: the costs the graph is built with do not matter here.
-        const auto shapes_board = rec.options.expected_board.value_or(board_or_throw("pi4"));
+        const auto shapes_board = rec.options.expected_board.value_or(devices::board_named("pi4"));
         const auto graph = planner::build_training_graph(planner::zoo_model(rec_model, rec_batch),
                                                          app::BoardProfileCosts(shapes_board));
         rec.options.plan = model_profile_plan(graph, rec.options.seed);

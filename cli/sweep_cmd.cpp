@@ -38,14 +38,13 @@ std::vector<std::string> wanted_modes(const devices::BoardProfile& board, const 
 }  // namespace
 
 std::vector<ModeCost> sweep_modes(const SweepArgs& args, std::ostream& progress) {
-  const auto board = devices::find_board(args.board);
-  if (!board) throw InputError("unknown board '" + args.board + "' (known: " + devices::board_names() + ")");
+  const auto board = devices::board_named(args.board);
   if (args.sim == !args.port.empty()) throw InputError("sweep --sim, or a board on --port");
-  if (board->power_modes.size() < 2)
-    throw InputError(args.board + " has one power mode (" + devices::power_mode_names(*board) +
+  if (board.power_modes.size() < 2)
+    throw InputError(args.board + " has one power mode (" + devices::power_mode_names(board) +
                      "): nothing to sweep; ergon record measures it");
-  const auto modes = wanted_modes(*board, args.modes);
-  const devices::ProfilePlan plan = devices::default_profile_plan(*board, 1);
+  const auto modes = wanted_modes(board, args.modes);
+  const devices::ProfilePlan plan = devices::default_profile_plan(board, 1);
   std::map<uint32_t, std::string> kind_of;
   for (const auto& op : plan.ops)
     kind_of[op.op_id] = fmt::format("{} {}", profiler::to_string(op.shape.kind), profiler::to_string(op.phase));
@@ -53,7 +52,7 @@ std::vector<ModeCost> sweep_modes(const SweepArgs& args, std::ostream& progress)
   // simulated board the same way as a real one.
   std::unique_ptr<devices::SimServer> sim;
   if (args.sim) {
-    sim = devices::SimServer::open_pty(*board, devices::SimServerOptions{.speed = 0, .seed = 1, .threads = args.threads});
+    sim = devices::SimServer::open_pty(board, devices::SimServerOptions{.speed = 0, .seed = 1, .threads = args.threads});
     sim->start();
   }
   const std::string port = sim ? sim->link_name() : args.port;

@@ -152,10 +152,9 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
       agent = std::make_unique<agent::AgentThread>(local);
       rec.ports = {agent->link()};
     } else {
-      const auto board = devices::find_board(board_name);
-      if (!board) throw InputError("unknown board '" + board_name + "'");
+      const auto board = devices::board_named(board_name);
       sim = devices::SimServer::open_pty(
-          *board, devices::SimServerOptions{.speed = 0, .seed = 1, .power_mode = run_mode});
+          board, devices::SimServerOptions{.speed = 0, .seed = 1, .power_mode = run_mode});
       sim->start();
       rec.ports = {sim->link_name()};
     }

@@ -254,4 +254,20 @@ OpTruth op_truth(const BoardProfile& board, const profiler::OpShape& shape, Phas
   }
 }
 
+BoardProfile board_named(std::string_view name) {
+  auto board = find_board(name);
+  if (!board)
+    throw InputError("unknown board '" + std::string(name) + "' (known: " + board_names() + ")");
+  return *board;
+}
+
+BoardProfile board_in_mode(const BoardProfile& board, std::string_view mode) {
+  if (mode.empty()) return board;
+  auto b = in_mode(board, mode);
+  if (!b)
+    throw InputError("board " + std::string(board.name) + " has no power mode '" + std::string(mode) +
+                     "' (it has " + power_mode_names(board) + ")");
+  return *b;
+}
+
 }  // namespace ergon::devices

@@ -85,6 +85,11 @@ std::optional<BoardProfile> find_board(std::string_view name);
 std::optional<BoardProfile> find_board(BoardKind kind);
 /// "tx2, pi4, nrf52840, mkr1000", for error messages and --help.
 std::string board_names();
+/// find_board(name), or InputError "unknown board 'NAME' (known: tx2, pi4, ...)".
+BoardProfile board_named(std::string_view name);
+/// in_mode(board, mode) (the board as it is for an empty mode), or InputError "board pi4 has
+/// no power mode 'MODE' (it has ...)".
+BoardProfile board_in_mode(const BoardProfile& board, std::string_view mode);
 
 /// True cost of one invocation of an op on a board (the simulator's ground truth model).
 struct OpTruth {

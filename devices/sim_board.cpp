@@ -22,14 +22,6 @@ constexpr int64_t kReplyLatencyNs = 20'000;        // device time between rx and
 
 namespace {
 
-BoardProfile board_in_mode(const BoardProfile& board, const std::string& mode) {
-  if (mode.empty()) return board;
-  auto b = in_mode(board, mode);
-  if (!b)
-    throw InputError("board " + std::string(board.name) + " has no power mode '" + mode +
-                     "' (it has " + power_mode_names(board) + ")");
-  return *b;
-}
 
 }  // namespace
 
