@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../devices/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "devices/cortexm/firmware.h"
 #include "devices/cortexm/ina219.h"
 #include "devices/cortexm/tiny_kernels.h"

@@ -4,7 +4,7 @@
 
 #include "devices/board_profile.h"
 #include "devices/host/record_session.h"
-#include "sim_harness.h"
+#include "tests/support/sim_harness.h"
 
 namespace ergon::devices {
 namespace {

@@ -6,7 +6,7 @@
 #include "devices/board_profile.h"
 #include "devices/profile_plan.h"
 #include "devices/sim_board.h"
-#include "sim_harness.h"
+#include "tests/support/sim_harness.h"
 
 namespace ergon::devices {
 namespace {

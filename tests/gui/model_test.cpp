@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <random>
 
-#include "../planner/test_graphs.h"
+#include "tests/support/test_graphs.h"
 #include "gui/model/decimate.h"
 #include "gui/model/views.h"
 #include "planner/stage_plan.h"

@@ -8,7 +8,7 @@
 #include "planner/graph.h"
 #include "planner/poet.h"
 #include "planner/zoo.h"
-#include "test_graphs.h"
+#include "tests/support/test_graphs.h"
 
 namespace ergon::planner {
 namespace {

@@ -18,7 +18,7 @@
 #include "planner/onnx_import.h"
 #include "planner/planners.h"
 #include "planner/schedule.h"
-#include "test_graphs.h"
+#include "tests/support/test_graphs.h"
 
 namespace ergon::planner {
 namespace {

@@ -11,7 +11,7 @@
 #include "planner/schedule.h"
 #include "planner/stage_plan.h"
 #include "planner/zoo.h"
-#include "test_graphs.h"
+#include "tests/support/test_graphs.h"
 
 namespace ergon::planner {
 namespace {

@@ -11,7 +11,7 @@
 #include "planner/poet.h"
 #include "planner/schedule.h"
 #include "planner/zoo.h"
-#include "test_graphs.h"
+#include "tests/support/test_graphs.h"
 
 namespace ergon::planner {
 namespace {

@@ -6,7 +6,7 @@
 #include "planner/graph.h"
 #include "planner/schedule.h"
 #include "planner/zoo.h"
-#include "test_graphs.h"
+#include "tests/support/test_graphs.h"
 
 namespace ergon::planner {
 namespace {

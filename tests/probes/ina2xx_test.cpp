@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "../devices/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "common/error.h"
 #include "probes/sim_ina2xx.h"
 

@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "../devices/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "common/error.h"
 #include "probes/ina2xx.h"
 #include "probes/sim_ina2xx.h"

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "../devices/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "common/error.h"
 
 namespace ergon::probes {

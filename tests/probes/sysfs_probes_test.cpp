@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "../devices/fake_clock.h"
+#include "tests/support/fake_clock.h"
 #include "common/error.h"
 
 namespace ergon::probes {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../planner/test_graphs.h"
+#include "tests/support/test_graphs.h"
 #include "common/error.h"
 #include "planner/stage_plan.h"
 #include "planner/zoo.h"

@@ -5,7 +5,7 @@
 
 #include "devices/host/record_session.h"
 #include "devices/sim_board.h"
-#include "fake_clock.h"
+#include "tests/support/fake_clock.h"
 
 namespace ergon::testing {
 

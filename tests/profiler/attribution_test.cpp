@@ -8,7 +8,7 @@
 
 #include "devices/board_profile.h"
 #include "devices/profile_plan.h"
-#include "sim_harness.h"
+#include "tests/support/sim_harness.h"
 
 namespace ergon::profiler {
 namespace {
