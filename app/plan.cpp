@@ -5,9 +5,9 @@
 
 #include <cmath>
 #include <limits>
-#include <regex>
 
 #include "app/board_costs.h"
+#include "app/quantities.h"
 #include "costdb/cost_model.h"
 #include "costdb/database.h"
 #include "common/error.h"
@@ -21,37 +21,11 @@
 
 namespace ergon::app {
 uint64_t parse_budget(const std::string& text, uint64_t store_all_bytes) {
-  static const std::regex re(R"(^\s*([0-9]*\.?[0-9]+)\s*(%|B|KB|KiB|MB|MiB|GB|GiB)?\s*$)",
-                             std::regex::icase);
-  std::smatch m;
-  if (!std::regex_match(text, m, re))
-    throw InputError("budget '" + text + "' is not a size (e.g. 3000000, 2MiB, 1.5MB, 50%)");
-  const double v = std::stod(m[1]);
-  std::string unit = m[2];
-  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  double bytes = v;
-  if (unit == "%") bytes = v / 100.0 * static_cast<double>(store_all_bytes);
-  else if (unit == "kb") bytes = v * 1e3;
-  else if (unit == "kib") bytes = v * 1024;
-  else if (unit == "mb") bytes = v * 1e6;
-  else if (unit == "mib") bytes = v * 1024 * 1024;
-  else if (unit == "gb") bytes = v * 1e9;
-  else if (unit == "gib") bytes = v * 1024.0 * 1024 * 1024;
-  if (bytes <= 0) throw InputError("budget '" + text + "' must be positive");
-  return static_cast<uint64_t>(bytes);
+  return Budget::parse(text).bytes(store_all_bytes);
 }
 
 double parse_deadline(const std::string& text, double single_pass_s) {
-  if (text == "none" || text == "inf") return std::numeric_limits<double>::infinity();
-  static const std::regex re(R"(^\s*([0-9]*\.?[0-9]+)\s*(x|s|ms)\s*$)", std::regex::icase);
-  std::smatch m;
-  if (!std::regex_match(text, m, re))
-    throw InputError("deadline '" + text + "' is not a factor or a time (e.g. 1.3x, 0.2s, none)");
-  const double v = std::stod(m[1]);
-  const char unit = static_cast<char>(std::tolower(static_cast<unsigned char>(m[2].str()[0])));
-  if (v <= 0) throw InputError("deadline '" + text + "' must be positive");
-  if (unit == 'x') return v * single_pass_s;
-  return m[2].str().size() == 2 ? v * 1e-3 : v;
+  return Deadline::parse(text).seconds(single_pass_s);
 }
 
 planner::Objective parse_objective(const std::string& text) {
@@ -65,7 +39,7 @@ planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingG
   req.objective = parse_objective(args.objective);
   // A percentage is of store-all's activations; under total the fixed bytes come on top, so
   // "50%" means the same activation room under either objective.
-  const bool percent = args.budget.find('%') != std::string::npos;
+  const bool percent = Budget::parse(args.budget).percent();
   const uint64_t fixed_bytes = req.objective == planner::Objective::kTotal ? graph.fixed_bytes : 0;
   req.budget_bytes = parse_budget(args.budget, graph.store_all_peak_bytes()) +
                      (percent ? fixed_bytes : 0);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "app/quantities.h"
 #include "cli/attribute_cmd.h"
 #include "cli/options.h"
 #include "cli/pareto_cmd.h"
@@ -278,7 +279,7 @@ int main(int argc, char** argv) {
   RecordRequest rec;
   std::string rec_board;
   std::string rec_db = "ergon.db";
-  double rec_duration = 0;
+  std::string rec_duration_text;
   int rec_loops = -1;
   auto* rec_cmd = app.add_subcommand("record", "record boards into the cost database");
   rec_cmd->add_option("--port", rec.ports, "serial device, pty path or tcp:HOST:PORT (repeatable)")
@@ -286,8 +287,8 @@ int main(int argc, char** argv) {
   rec_cmd->add_option("--board", rec_board,
                       "expected board (" + devices::board_names() + "); the board's Hello wins");
   rec_cmd->add_option("--db", rec_db, "database file")->capture_default_str();
-  rec_cmd->add_option("--duration", rec_duration, "stop after this many seconds (loops the plan)")
-      ->check(CLI::PositiveNumber);
+  rec_cmd->add_option("--duration", rec_duration_text,
+                      "stop after this long: 60, 60s, 500ms, 2m (loops the plan)");
   rec_cmd->add_option("--loops", rec_loops, "passes over the profile plan (default 1; 0 = "
                                             "until --duration or Ctrl-C)")
       ->check(CLI::NonNegativeNumber);
@@ -527,6 +528,8 @@ int main(int argc, char** argv) {
         std::cerr << fmt::format("profiling {} batch {}: {} plan entries\n", rec_model, rec_batch,
                                  rec.options.plan->ops.size());
       }
+      const double rec_duration =
+          rec_duration_text.empty() ? 0 : app::Duration::parse(rec_duration_text, "--duration").seconds;
       if (rec_duration > 0) rec.options.duration_s = rec_duration;
       rec.options.loops = static_cast<uint16_t>(rec_loops >= 0 ? rec_loops
                                                 : rec_duration > 0 ? 0

@@ -12,7 +12,9 @@
 #include <ostream>
 #include <vector>
 
+#include "app/quantities.h"
 #include "common/clock.h"
+#include "app/quantities.h"
 #include "common/error.h"
 #include "costdb/database.h"
 #include "probes/i2c.h"
@@ -37,27 +39,13 @@ double parse_rate(const std::string& text) {
   throw InputError("--rate must be 'max' or samples a second (e.g. 500), not '" + text + "'");
 }
 
-double parse_duration_s(const std::string& text) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const std::string unit = text.substr(used);
-  const double scale = unit.empty() || unit == "s" ? 1 : unit == "ms" ? 1e-3 : unit == "m" ? 60 : -1;
-  if (used == 0 || scale < 0 || !(v > 0))
-    throw InputError("--duration must be a time like 10s, 500ms or 2m, not '" + text + "'");
-  return v * scale;
-}
 
 }  // namespace
 
 int run_probe_read(const ProbeReadArgs& args, std::ostream& out,
                    const std::atomic<int>& interrupts) {
   const SteadyClock clock;
-  parse_duration_s(args.duration);  // a typo fails before the probe is touched
+  app::Duration::parse(args.duration, "--duration").seconds;  // a typo fails before the probe is touched
   const probes::ProbeSpec spec = probes::parse_probe_spec(args.probe);
   auto probe = probes::open_probe(spec, parse_rate(args.rate), clock);
   const probes::ProbeInfo& info = probe->info();
@@ -101,7 +89,7 @@ int run_probe_read(const ProbeReadArgs& args, std::ostream& out,
                        info.kind, info.location, count, rate, 100 * rate / info.max_rate_hz,
                        info.max_rate_hz, mean, overflows, probe->read_errors());
   };
-  const auto end_ns = start_ns + static_cast<int64_t>(parse_duration_s(args.duration) * 1e9);
+  const auto end_ns = start_ns + static_cast<int64_t>(app::Duration::parse(args.duration, "--duration").seconds * 1e9);
   while (clock.now_ns() < end_ns && interrupts.load() == 0) {
     samples.clear();
     probe->read(samples);
