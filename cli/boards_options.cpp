@@ -1,0 +1,48 @@
+// ergon boards: its options and run.
+
+#include "cli/commands.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "app/board_costs.h"
+#include "app/quantities.h"
+#include "cli/attribute_cmd.h"
+#include "cli/options.h"
+#include "cli/pareto_cmd.h"
+#include "cli/plan_cmd.h"
+#include "cli/record.h"
+#include "cli/step_plans.h"
+#include "cli/validate_cmd.h"
+#include "common/error.h"
+#include "costdb/database.h"
+#include "devices/board_profile.h"
+#include "devices/sim_server.h"
+#include "planner/graph_json.h"
+#include "planner/zoo.h"
+#include "cli/boards_cmd.h"
+#include "devices/host/discovery.h"
+
+namespace ergon::cli {
+void add_boards_command(CLI::App& app, Commands& commands) {
+  static BoardsArgs boards_args;
+  auto* boards_cmd = app.add_subcommand(
+      "boards", "the boards on USB (and boards in bootloaders, Jetsons in recovery, USB-I2C "
+                "bridges, USB-serial adapters), each with its tty and what to run next");
+  boards_cmd->add_flag("--all", boards_args.all, "every USB device, known or not");
+  boards_cmd->add_flag("--json", boards_args.json, "print the list as JSON");
+  boards_cmd->add_option("--sysfs", boards_args.sysfs, "where sysfs is mounted")->capture_default_str();
+  commands.add(boards_cmd, [] {
+    const auto usb = devices::libusb_device_source();
+    return run_boards(boards_args, *usb, std::cout);
+  });
+}
+
+}  // namespace ergon::cli

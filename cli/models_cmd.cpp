@@ -1,0 +1,41 @@
+// ergon models: the model zoo.
+
+#include "cli/commands.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "app/board_costs.h"
+#include "app/quantities.h"
+#include "cli/attribute_cmd.h"
+#include "cli/options.h"
+#include "cli/pareto_cmd.h"
+#include "cli/plan_cmd.h"
+#include "cli/record.h"
+#include "cli/step_plans.h"
+#include "cli/validate_cmd.h"
+#include "common/error.h"
+#include "costdb/database.h"
+#include "devices/board_profile.h"
+#include "devices/sim_server.h"
+#include "planner/graph_json.h"
+#include "planner/zoo.h"
+
+namespace ergon::cli {
+void add_models_command(CLI::App& app, Commands& commands) {
+  auto* models_cmd = app.add_subcommand("models", "list the model zoo");
+  commands.add(models_cmd, [] {
+    for (const auto& m : planner::zoo_models())
+      std::cout << fmt::format("{:<18} {}\n", m.name, m.description);
+    return 0;
+  });
+}
+
+}  // namespace ergon::cli

@@ -1,0 +1,108 @@
+// ergon record: boards into the cost database.
+
+#include "cli/commands.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "app/board_costs.h"
+#include "app/quantities.h"
+#include "cli/attribute_cmd.h"
+#include "cli/options.h"
+#include "cli/pareto_cmd.h"
+#include "cli/plan_cmd.h"
+#include "cli/record.h"
+#include "cli/step_plans.h"
+#include "cli/validate_cmd.h"
+#include "common/error.h"
+#include "costdb/database.h"
+#include "devices/board_profile.h"
+#include "devices/sim_server.h"
+#include "planner/graph_json.h"
+#include "planner/zoo.h"
+
+namespace ergon::cli {
+int report_outcomes(const std::vector<BoardOutcome>& outcomes, std::ostream& out) {
+  int failures = 0;
+  for (const auto& o : outcomes) {
+    const std::string run = o.run_id ? fmt::format("run {}", *o.run_id) : "no run";
+    out << fmt::format("{}: {} ({}): {} spans, {} samples, {} sync points, {} frames lost, "
+                       "{} CRC errors\n",
+                       o.port, devices::to_string(o.state), run, o.stats.spans, o.stats.samples,
+                       o.stats.sync_points, o.stats.decoder.frames_lost,
+                       o.stats.decoder.crc_errors);
+    if (o.state == devices::SessionState::kFailed ||
+        o.state == devices::SessionState::kDisconnected) {
+      std::cerr << "ergon: " << o.error << "\n";
+      ++failures;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+
+void add_record_command(CLI::App& app, Commands& commands) {
+  static RecordRequest rec;
+  static std::string rec_board;
+  static std::string rec_db = "ergon.db";
+  static std::string rec_duration_text;
+  static int rec_loops = -1;
+  auto* rec_cmd = app.add_subcommand("record", "record boards into the cost database");
+  rec_cmd->add_option("--port", rec.ports, "serial device, pty path or tcp:HOST:PORT (repeatable)")
+      ->required();
+  rec_cmd->add_option("--board", rec_board,
+                      "expected board (" + devices::board_names() + "); the board's Hello wins");
+  rec_cmd->add_option("--db", rec_db, "database file")->capture_default_str();
+  rec_cmd->add_option("--duration", rec_duration_text,
+                      "stop after this long: 60, 60s, 500ms, 2m (loops the plan)");
+  rec_cmd->add_option("--loops", rec_loops, "passes over the profile plan (default 1; 0 = "
+                                            "until --duration or Ctrl-C)")
+      ->check(CLI::NonNegativeNumber);
+  rec_cmd->add_option("--baud", rec.baud, "serial baud rate")->capture_default_str();
+  rec_cmd->add_option("--logger", rec.logger_port,
+                      "a power logger on the board's supply (its own link and clock): recorded "
+                      "with the board and used by ergon attribute for the board's run");
+  rec_cmd->add_option("--seed", rec.options.seed, "shuffles the plan order")->capture_default_str();
+  rec_cmd->add_option("--power-mode", rec.options.power_mode,
+                      "switch the board to this power mode first (MAXQ, 600MHz); the run fails if it cannot");
+  static std::string rec_model;
+  static int rec_batch = 1;
+  rec_cmd->add_option("--model", rec_model,
+                      "profile this zoo model's own layer shapes (see ergon models) instead of "
+                      "the board's default plan, so that planning it finds every node measured");
+  rec_cmd->add_option("--batch", rec_batch, "batch size of --model")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  commands.add(rec_cmd, [] {
+    if (!rec_board.empty()) rec.options.expected_board = devices::board_named(rec_board);
+    if (!rec_model.empty()) {
+      // Shapes only: the costs the graph is built with do not matter here.
+      const auto shapes_board = rec.options.expected_board.value_or(devices::board_named("pi4"));
+      const auto graph = planner::build_training_graph(planner::zoo_model(rec_model, rec_batch),
+                                                       app::BoardProfileCosts(shapes_board));
+      rec.options.plan = model_profile_plan(graph, rec.options.seed);
+      std::cerr << fmt::format("profiling {} batch {}: {} plan entries\n", rec_model, rec_batch,
+                               rec.options.plan->ops.size());
+    }
+    const double rec_duration =
+        rec_duration_text.empty() ? 0 : app::Duration::parse(rec_duration_text, "--duration").seconds;
+    if (rec_duration > 0) rec.options.duration_s = rec_duration;
+    rec.options.loops = static_cast<uint16_t>(rec_loops >= 0 ? rec_loops
+                                              : rec_duration > 0 ? 0
+                                                                 : 1);
+    if (rec.options.loops == 0 && rec_duration <= 0)
+      std::cerr << "recording until Ctrl-C\n";
+    rec.db_path = rec_db;
+    const auto outcomes = record_boards(rec, std::cout, install_interrupt_counter());
+    return report_outcomes(outcomes, std::cout);
+  });
+}
+
+}  // namespace ergon::cli

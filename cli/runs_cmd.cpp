@@ -1,0 +1,119 @@
+// ergon runs, ergon upgrade, ergon export: what a database holds.
+
+#include "cli/commands.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "app/board_costs.h"
+#include "app/quantities.h"
+#include "cli/attribute_cmd.h"
+#include "cli/options.h"
+#include "cli/pareto_cmd.h"
+#include "cli/plan_cmd.h"
+#include "cli/record.h"
+#include "cli/step_plans.h"
+#include "cli/validate_cmd.h"
+#include "common/error.h"
+#include "costdb/database.h"
+#include "devices/board_profile.h"
+#include "devices/sim_server.h"
+#include "planner/graph_json.h"
+#include "planner/zoo.h"
+
+namespace ergon::cli {
+namespace {
+
+std::string format_time(int64_t wall_ns) {
+  const std::time_t t = static_cast<std::time_t>(wall_ns / 1'000'000'000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+}  // namespace
+
+/// Prints the database's runs, or only those in `only` when it is not empty.
+void print_runs(costdb::Database& db, std::ostream& out, const std::vector<int64_t>& only) {
+  auto runs = costdb::list_runs(db);
+  if (!only.empty()) {
+    std::erase_if(runs, [&](const costdb::RunSummary& r) {
+      return std::find(only.begin(), only.end(), r.id) == only.end();
+    });
+  }
+  if (runs.empty()) {
+    out << "no runs in " << db.path().string() << "\n";
+    return;
+  }
+  out << fmt::format("{:>4}  {:<12} {:<14} {:<13} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
+                     "run", "board", "name", "mode", "status", "started (UTC)", "samples",
+                     "spans", "sync", "lost", "crc", "source");
+  for (const auto& r : runs) {
+    const std::string source =
+        r.power_run_id ? fmt::format("{} (power from run {})", r.source, *r.power_run_id) : r.source;
+    out << fmt::format("{:>4}  {:<12} {:<14} {:<13} {:<13} {:<20} {:>8} {:>7} {:>5} {:>6} {:>5}  {}\n",
+                       r.id, r.board_kind, r.board_name, r.power_mode.empty() ? "-" : r.power_mode,
+                       costdb::to_string(r.status),
+                       format_time(r.started_at_ns), r.samples, r.spans, r.sync_points,
+                       r.counters.frames_lost, r.counters.crc_errors, source);
+  }
+}
+
+
+void add_database_commands(CLI::App& app, Commands& commands) {
+  static std::string runs_db = "ergon.db";
+  auto* runs_cmd = app.add_subcommand("runs", "list the recorded runs");
+  runs_cmd->add_option("--db", runs_db, "database file")->capture_default_str();
+  static int64_t runs_events = 0;
+  runs_cmd->add_option("--events", runs_events, "print this run's event log (warnings, power-mode switches, board logs)");
+
+  static std::string export_db = "ergon.db";
+  static int64_t export_run = 0;
+  static std::string export_dir;
+  static std::string upgrade_db = "ergon.db";
+  auto* upgrade_cmd = app.add_subcommand("upgrade", "migrate a database made by an older ergon to this one's schema");
+  upgrade_cmd->add_option("--db", upgrade_db, "database file")->required()->check(CLI::ExistingFile);
+
+  auto* export_cmd = app.add_subcommand("export", "write a run's raw data as CSV files");
+  export_cmd->add_option("--db", export_db, "database file")->capture_default_str();
+  export_cmd->add_option("--run", export_run, "run id (see ergon runs)")->required();
+  export_cmd->add_option("--csv", export_dir, "output folder")->required();
+  commands.add(runs_cmd, [] {
+    auto db = costdb::Database::open_read_only(runs_db);
+    if (runs_events > 0) {
+      if (!costdb::find_run(db, runs_events))
+        throw InputError(fmt::format("no run {} in {}", runs_events, runs_db));
+      for (const auto& e : costdb::list_events(db, runs_events))
+        std::cout << fmt::format("{:<16} {}\n", e.kind, e.text);
+      return 0;
+    }
+    print_runs(db, std::cout);
+    return 0;
+  });
+  commands.add(upgrade_cmd, [] {
+    const int before = costdb::Database::file_schema_version(upgrade_db);
+    auto db = costdb::Database::open(upgrade_db);
+    std::cout << (before == db.schema_version()
+                      ? fmt::format("{} is at schema version {} already\n", upgrade_db, before)
+                      : fmt::format("{}: schema version {} -> {}\n", upgrade_db, before, db.schema_version()));
+    return 0;
+  });
+  commands.add(export_cmd, [] {
+    auto db = costdb::Database::open_read_only(export_db);
+    costdb::export_run_csv(db, export_run, export_dir);
+    std::cout << fmt::format("wrote run {} to {}/ (ops, spans, samples, sync, events .csv)\n",
+                             export_run, export_dir);
+    return 0;
+  });
+}
+
+}  // namespace ergon::cli

@@ -1,0 +1,59 @@
+// ergon validate: its options and run.
+
+#include "cli/commands.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "app/board_costs.h"
+#include "app/quantities.h"
+#include "cli/attribute_cmd.h"
+#include "cli/options.h"
+#include "cli/pareto_cmd.h"
+#include "cli/plan_cmd.h"
+#include "cli/record.h"
+#include "cli/step_plans.h"
+#include "cli/validate_cmd.h"
+#include "common/error.h"
+#include "costdb/database.h"
+#include "devices/board_profile.h"
+#include "devices/sim_server.h"
+#include "planner/graph_json.h"
+#include "planner/zoo.h"
+
+namespace ergon::cli {
+void add_validate_command(CLI::App& app, Commands& commands) {
+  static ValidateArgs validate_args;
+  auto* validate_cmd = app.add_subcommand(
+      "validate", "plan, run the schedule on a board (default: a simulated one), and compare "
+                  "predicted with measured energy and time");
+  {
+    auto* c = validate_cmd;
+    add_graph_source(*c, validate_args.plan, /*graph_file=*/false);
+    add_board_and_mode(*c, validate_args.plan,
+                       "the board's power mode: costs of that mode, and the simulator runs in it "
+                       "(FWD/BWD: per phase, the board switching where the backward pass begins)");
+    add_budget_and_deadline(*c, validate_args.plan);
+    add_solver(*c, validate_args.plan);
+    c->add_option("--db", validate_args.db,
+                  "measured costs come from here; plan, run and validation are stored here")
+        ->capture_default_str();
+    c->add_option("--port", validate_args.port, "a board running the agent (default: simulator)");
+    c->add_option("--plan", validate_args.plan_id,
+                  "validate this stored plan (an id from ergon pareto or an earlier validate)");
+    c->add_flag("--execute", validate_args.execute,
+                "run the schedule on real tensors of the zoo model (ergon-agent; without --port, "
+                "in this process), then store-all, and check the gradients are identical");
+    c->add_flag("--json", validate_args.json, "print the result as JSON");
+  }
+  commands.add(validate_cmd, [] { return run_validate(validate_args, std::cout); });
+}
+
+}  // namespace ergon::cli
