@@ -8,7 +8,7 @@
 #include <memory>
 #include <ostream>
 
-#include "cli/db_sink.h"
+#include "app/db_sink.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "costdb/database.h"
@@ -51,11 +51,11 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, std::ostre
   costdb::Database db = costdb::Database::open(request.db_path);
   const SteadyClock clock;
   devices::Recorder recorder(clock);
-  std::vector<std::unique_ptr<DbSink>> sinks;
+  std::vector<std::unique_ptr<app::DbSink>> sinks;
   std::vector<std::string> ports = request.ports;
   if (request.logger_port) ports.push_back(*request.logger_port);
   for (const auto& port : ports) {
-    sinks.push_back(std::make_unique<DbSink>(db, port));
+    sinks.push_back(std::make_unique<app::DbSink>(db, port));
     recorder.add(port, request.baud, request.options, *sinks.back());
   }
 

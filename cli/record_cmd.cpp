@@ -19,7 +19,7 @@
 #include "cli/pareto_cmd.h"
 #include "cli/plan_cmd.h"
 #include "cli/record.h"
-#include "cli/step_plans.h"
+#include "app/step_plans.h"
 #include "cli/validate_cmd.h"
 #include "common/error.h"
 #include "costdb/database.h"
@@ -87,7 +87,7 @@ void add_record_command(CLI::App& app, Commands& commands) {
       const auto shapes_board = rec.options.expected_board.value_or(devices::board_named("pi4"));
       const auto graph = planner::build_training_graph(planner::zoo_model(rec_model, rec_batch),
                                                        app::BoardProfileCosts(shapes_board));
-      rec.options.plan = model_profile_plan(graph, rec.options.seed);
+      rec.options.plan = app::model_profile_plan(graph, rec.options.seed);
       std::cerr << fmt::format("profiling {} batch {}: {} plan entries\n", rec_model, rec_batch,
                                rec.options.plan->ops.size());
     }

@@ -19,7 +19,7 @@
 #include "cli/pareto_cmd.h"
 #include "cli/plan_cmd.h"
 #include "cli/record.h"
-#include "cli/step_plans.h"
+#include "app/step_plans.h"
 #include "cli/validate_cmd.h"
 #include "common/error.h"
 #include "costdb/database.h"

@@ -14,7 +14,7 @@
 #include "cli/attribute_cmd.h"
 #include "cli/pareto_cmd.h"
 #include "cli/record.h"
-#include "cli/step_plans.h"
+#include "app/step_plans.h"
 #include "common/error.h"
 #include "costdb/plans.h"
 #include "agent/agent.h"
@@ -107,7 +107,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     if (node.flops == 0 && node.bytes_touched == 0 && node.time_s > 0)
       throw InputError("the graph carries no FLOP or byte counts (a graph JSON file?): a board "
                        "cannot execute it; validate a --model or --onnx graph");
-  const devices::ProfilePlan steps = schedule_plan(g, o.schedule);
+  const devices::ProfilePlan steps = app::schedule_plan(g, o.schedule);
   if (steps.ops.size() > 0xFFFF)
     throw InputError("the schedule has " + std::to_string(steps.ops.size()) +
                      " steps; a run carries at most 65535");
@@ -131,7 +131,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     rec.options.mode = devices::protocol::StartMode::kSchedule;
     rec.options.expected_board = devices::find_board(board_name);
     if (backward_mode)  // where this schedule's backward phase begins
-      rec.options.phase_modes = devices::RecordOptions::PhaseSwitch{*backward_mode, backward_phase_entry(g, schedule)};
+      rec.options.phase_modes = devices::RecordOptions::PhaseSwitch{*backward_mode, app::backward_phase_entry(g, schedule)};
     if (args.execute) {
       rec.options.mode = devices::protocol::StartMode::kExecute;
       devices::ExecuteRequest e{.model = model, .batch = static_cast<uint16_t>(batch), .seed = 1, .steps = {}};
@@ -190,7 +190,7 @@ ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress) {
     o.executed = executed_from(*outcome.stats.execution);
     progress << "executing the store-all schedule for reference gradients\n";
     const planner::Schedule all = planner::store_all_schedule(g);
-    const auto reference = run_schedule(all, schedule_plan(g, all));
+    const auto reference = run_schedule(all, app::schedule_plan(g, all));
     o.reference = executed_from(*reference.stats.execution);
     o.reference_run_id = *reference.run_id;
   }

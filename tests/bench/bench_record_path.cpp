@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "cli/db_sink.h"
+#include "app/db_sink.h"
 #include "common/clock.h"
 #include "costdb/database.h"
 #include "devices/host/record_session.h"
@@ -54,7 +54,7 @@ void BM_RecordPathIntoSqlite(benchmark::State& state) {
 
   ergon::SteadyClock clock;
   auto db = ergon::costdb::Database::open(db_path);
-  ergon::cli::DbSink sink(db, "bench");
+  ergon::app::DbSink sink(db, "bench");
   ergon::devices::RecordSession session("bench", {}, sink, clock);
   std::vector<uint8_t> out;
   session.on_open(out);

@@ -1,4 +1,4 @@
-#include "cli/step_plans.h"
+#include "app/step_plans.h"
 
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ TEST(NodeShapes, EveryNodeOfTheConvAndTransformerModelsRunsItsOwnKernelWithThePl
     const auto g = zoo_graph(model, 2);
     for (const auto& node : g.nodes) {
       SCOPED_TRACE(node.name);
-      const profiler::OpShape s = node_shape(g, node.id);
+      const profiler::OpShape s = app::node_shape(g, node.id);
       EXPECT_EQ(std::string(profiler::to_string(s.kind)), expected_kind(node));
       EXPECT_EQ(s.flops, node.flops);
       EXPECT_EQ(s.bytes_in, node.bytes_touched);
@@ -43,7 +43,7 @@ TEST(NodeShapes, ConvolutionAndLinearDimsDoTheWorkThePlannerCounts) {
     const auto g = zoo_graph(model, 2);
     for (const auto& node : g.nodes) {
       if (node.phase != planner::NodePhase::kForward) continue;
-      const profiler::OpShape s = node_shape(g, node.id);
+      const profiler::OpShape s = app::node_shape(g, node.id);
       const auto& d = s.dims;
       uint64_t macs = 0;
       if (s.kind == profiler::OpKind::kConv2d) {
@@ -65,7 +65,7 @@ TEST(NodeShapes, GraphsWithoutShapesRunAMatrixProductOfTheNodesWork) {
   // GPT-2's lm_head shares the embedding's weights (no kernel for that): by work.
   const auto gpt2 = zoo_graph("gpt2", 1);
   const int lm_head = static_cast<int>(gpt2.forward->ops.size()) - 1;
-  const profiler::OpShape s = node_shape(gpt2, lm_head);
+  const profiler::OpShape s = app::node_shape(gpt2, lm_head);
   EXPECT_EQ(s.kind, profiler::OpKind::kLinear);
   const double work = 2.0 * s.dims[0] * s.dims[1] * s.dims[2];
   EXPECT_NEAR(work, static_cast<double>(gpt2.nodes[static_cast<std::size_t>(lm_head)].flops),
@@ -75,7 +75,7 @@ TEST(NodeShapes, GraphsWithoutShapesRunAMatrixProductOfTheNodesWork) {
   const auto onnx = planner::import_onnx(std::string(ERGON_TEST_DATA_DIR) + "/onnx/tiny_cnn.onnx");
   const auto g = planner::build_training_graph(onnx, app::BoardProfileCosts(*devices::find_board("pi4")));
   for (const auto& node : g.nodes) {
-    const profiler::OpShape shape = node_shape(g, node.id);
+    const profiler::OpShape shape = app::node_shape(g, node.id);
     EXPECT_EQ(shape.kind, profiler::OpKind::kLinear) << node.name;
     EXPECT_GT(shape.dims[0] * shape.dims[1] * shape.dims[2], 0U) << node.name;
     EXPECT_EQ(shape.flops, node.flops);

@@ -16,7 +16,7 @@
 #include "common/error.h"
 #include "app/board_costs.h"
 #include "cli/record.h"
-#include "cli/step_plans.h"
+#include "app/step_plans.h"
 #include "cli/validate_cmd.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
@@ -225,7 +225,7 @@ TEST(AgentExecution, TheAgentTimesEveryLayerOfAModelWithItsOwnKernel) {
     SCOPED_TRACE(model);
     const auto g = planner::build_training_graph(planner::zoo_model(model, 1),
                                                  app::BoardProfileCosts(*devices::find_board("pi4")));
-    devices::ProfilePlan plan = cli::model_profile_plan(g, 1);
+    devices::ProfilePlan plan = app::model_profile_plan(g, 1);
     std::set<std::string> kinds;
     uint32_t windows = 0;
     for (auto& op : plan.ops) {

@@ -19,7 +19,7 @@
 #include "cli/record.h"
 #include "app/board_costs.h"
 #include "cli/plan_cmd.h"
-#include "cli/step_plans.h"
+#include "app/step_plans.h"
 #include "planner/zoo.h"
 #include "cli/validate_cmd.h"
 #include "costdb/plans.h"
@@ -504,7 +504,7 @@ TEST_F(RecordEndToEnd, ProfilingAModelsOwnShapesMeasuresEveryNodeThePlannerCosts
   cli::RecordRequest req;
   req.ports = {sim->link_name()};
   req.db_path = db_path();
-  req.options.plan = cli::model_profile_plan(graph, 1);
+  req.options.plan = app::model_profile_plan(graph, 1);
   std::ostringstream out;
   std::atomic<int> interrupts{0};
   const auto outcomes = cli::record_boards(req, out, interrupts);

@@ -1,8 +1,8 @@
-#include "cli/db_sink.h"
+#include "app/db_sink.h"
 
 #include "common/clock.h"
 
-namespace ergon::cli {
+namespace ergon::app {
 namespace {
 
 costdb::RunStatus to_run_status(devices::SessionState state) {
@@ -77,4 +77,4 @@ void DbSink::mark_committed(const devices::LinkStats& stats) {
   committed_spans_ = stats.spans;
 }
 
-}  // namespace ergon::cli
+}  // namespace ergon::app

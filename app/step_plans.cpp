@@ -1,4 +1,4 @@
-#include "cli/step_plans.h"
+#include "app/step_plans.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <random>
 #include <tuple>
 
-namespace ergon::cli {
+namespace ergon::app {
 
 namespace {
 
@@ -212,4 +212,4 @@ devices::ProfilePlan model_profile_plan(const planner::TrainingGraph& g, uint32_
   return plan;
 }
 
-}  // namespace ergon::cli
+}  // namespace ergon::app

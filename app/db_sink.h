@@ -6,7 +6,7 @@
 #include "costdb/database.h"
 #include "devices/host/record_session.h"
 
-namespace ergon::cli {
+namespace ergon::app {
 
 /// Stores one board's session in the cost database: the glue between devices (which knows
 /// nothing of SQLite) and costdb (which knows nothing of links).
@@ -39,4 +39,4 @@ class DbSink final : public devices::RecordSink {
   uint64_t committed_spans_ = 0;
 };
 
-}  // namespace ergon::cli
+}  // namespace ergon::app

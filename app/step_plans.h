@@ -10,7 +10,7 @@
 #include "planner/graph.h"
 #include "planner/schedule.h"
 
-namespace ergon::cli {
+namespace ergon::app {
 
 /// What a board runs for node `node` of `graph`, carrying the node's FLOPs and bytes: the
 /// node's own kernel at its real shape when the graph knows its forward graph's tensor shapes
@@ -34,4 +34,4 @@ devices::ProfilePlan schedule_plan(const planner::TrainingGraph& graph,
 /// charging per-phase modes' backward costs). The entry count when there is none.
 uint32_t backward_phase_entry(const planner::TrainingGraph& graph, const planner::Schedule& schedule);
 
-}  // namespace ergon::cli
+}  // namespace ergon::app
