@@ -811,6 +811,7 @@ class Importer {
       g.ops.push_back(std::move(op));
     }
 
+    if (graph.output_size() == 0) fail("the model has no graph output (the logits)");
     const std::string& logits = graph.output(0).name();
     const auto it = producer.find(logits);
     if (it == producer.end() || it->second == kGraphInput)

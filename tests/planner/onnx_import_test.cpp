@@ -352,6 +352,13 @@ TEST_F(OnnxFile, OpsThatDoNotLeadToTheOutputAreLeftOut) {
   EXPECT_EQ(g.ops[1].inputs, std::vector<int>{0});
 }
 
+// Found by fuzz_onnx_import: a model whose graph declares no output was read past the end of
+// its (empty) output list.
+TEST(OnnxImport, AModelWithoutAGraphOutputIsRefused) {
+  EXPECT_NE(import_error(onnx_dir() / "regressions" / "no_graph_output.onnx").find("no graph output"),
+            std::string::npos);
+}
+
 TEST(OnnxImport, ABatchOutOfRangeIsRejected) {
   EXPECT_EQ(import_error(tiny_cnn(), -1), "batch must be between 1 and 65536, not -1");
   EXPECT_EQ(import_error(tiny_cnn(), 1 << 20), "batch must be between 1 and 65536, not 1048576");
