@@ -107,14 +107,14 @@ std::string series_name(const costdb::PlanRow& r) {
 }
 
 costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::string& model,
-                       const std::string& board, const std::string& board_name,
+                       const std::string& board, costdb::PlanCostSource costs,
                        const std::string& digest,
                        const planner::PlanRequest& req, const planner::PlanResult& r,
                        const ModeSwitches& switches) {
   costdb::PlanRow row;
   row.model = model;
   row.board_kind = board;
-  row.board_name = board_name;
+  row.cost_source = costs;
   row.graph_digest = digest;
   row.budget_bytes = req.budget_bytes;
   if (std::isfinite(req.deadline_s)) row.deadline_s = req.deadline_s;
@@ -226,7 +226,7 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::functio
         req.threads = jobs > 1 ? 1 : args.graph.threads;
         auto solver = planner::make_cbc_solver();
         const auto r = planner::run_planner(todo[i].planner, graph, req, *solver);
-        row = to_plan_row(graph, model, board, args.measured ? "measured" : "profile", digest, req, r, switches);
+        row = to_plan_row(graph, model, board, args.measured ? costdb::PlanCostSource::kMeasured : costdb::PlanCostSource::kProfile, digest, req, r, switches);
         row->power_mode = args.graph.power_mode;
         row->deadline_s = deadline;  // the user's (switches included): what a rerun looks up
       } catch (const std::exception& e) {

@@ -43,11 +43,11 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args,
 std::string series_name(const costdb::PlanRow& r);
 
 /// A plan as the plans table stores it, with the simulator's replay of its schedule.
-/// `board_name` says whose costs: "profile" or "measured". With per-phase modes, `switches`
+/// `costs` says whose costs the graph carries. With per-phase modes, `switches`
 /// go into its energy and time; its deadline is the request's (pareto_sweep then stores the
 /// user's, switches included, which a rerun looks up).
 costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::string& model,
-                            const std::string& board, const std::string& board_name,
+                            const std::string& board, costdb::PlanCostSource costs,
                             const std::string& digest, const planner::PlanRequest& req,
                             const planner::PlanResult& r, const ModeSwitches& switches = {});
 

@@ -8,9 +8,9 @@
 
 #include "app/board_costs.h"
 #include "app/quantities.h"
+#include "common/error.h"
 #include "costdb/cost_model.h"
 #include "costdb/database.h"
-#include "common/error.h"
 #include "devices/board_profile.h"
 #include "planner/graph_json.h"
 #include "planner/milp.h"

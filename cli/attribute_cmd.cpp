@@ -17,75 +17,7 @@ namespace ergon::cli {
 
 namespace {
 
-bool is_logger_run(const costdb::RunSummary& run) {
-  return run.board_kind == devices::kPowerLoggerKindName;
-}
-
-}  // namespace
-
-AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
-  const costdb::RunData data = costdb::load_run_data(db, run_id);
-  if (is_logger_run(data.run))
-    throw InputError("run " + std::to_string(run_id) +
-                     " is a power logger's: attribute the run of the board it measured");
-  AttributedRun r;
-  r.run = data.run;
-  if (data.run.power_run_id) {
-    // Measured by a power logger on its own clock: its samples reach the board's clock
-    // through host time, each device's clock fitted from its own sync exchanges.
-    const costdb::RunData logger = costdb::load_run_data(db, *data.run.power_run_id);
-    r.logger_clock = profiler::fit_clock(logger.syncs, logger.tick_hz);
-    constexpr double kAnyDrift = std::numeric_limits<double>::infinity();
-    const auto samples = profiler::to_board_ticks(
-        logger.samples, profiler::fit_clock(logger.syncs, logger.tick_hz, kAnyDrift),
-        profiler::fit_clock(data.syncs, data.tick_hz, kAnyDrift));
-    r.attribution = profiler::attribute(data.spans, samples, data.syncs, data.tick_hz);
-    r.samples = samples.size();
-  } else {
-    r.attribution = profiler::attribute(data.spans, data.samples, data.syncs, data.tick_hz);
-    r.samples = data.samples.size();
-  }
-  for (const profiler::OpCost& c : r.attribution.ops) {
-    if (c.windows == 0) continue;  // nothing arrived to attribute
-    costdb::OpCostRow row;
-    row.run_id = run_id;
-    row.op_id = c.op_id;
-    row.phase = c.phase;
-    row.time_s = c.time_s;
-    if (c.windows > 1) row.time_s_stddev = c.time_s_stddev;
-    row.gross_energy_j = c.gross_energy_j;
-    row.net_energy_j = c.net_energy_j;
-    row.energy_j_stddev = c.energy_j_stddev;
-    row.sample_count = c.sample_count;
-    r.rows.push_back(row);
-  }
-  const auto& a = r.attribution;
-  costdb::RunAttributionRow summary{
-      .clock_fitted = a.clock.fitted,
-      .clock_drift_ppm = a.clock.drift_ppm,
-      .clock_residual_rms_ns = a.clock.residual_rms_ns,
-      .clock_residual_max_ns = a.clock.residual_max_ns,
-      .clock_points_used = a.clock.points_used,
-      .clock_points_total = a.clock.points_total,
-      .clock_note = a.clock.note,
-      .sample_period_s = a.sample_period_s,
-      .idle_power_w = a.idle_power_w,
-      .idle_power_sigma_w = a.idle_power_sigma_w,
-      .idle_samples = a.idle_samples,
-      .samples_flagged = a.samples_flagged,
-      .windows = static_cast<uint32_t>(a.windows.size()),
-      .windows_uncovered = static_cast<uint32_t>(std::count_if(
-          a.windows.begin(), a.windows.end(), [](const auto& w) { return !w.covered; })),
-  };
-  costdb::replace_attribution(db, run_id, summary, r.rows);
-  r.paging_rows = costdb::rebuild_paging_costs(db, r.run.board_kind);
-  db.commit_batch();  // op costs, run summary and paging costs land together
-  return r;
-}
-
-namespace {
-
-void print_summary(const AttributedRun& r, std::ostream& out) {
+void print_summary(const app::AttributedRun& r, std::ostream& out) {
   const auto& a = r.attribution;
   const auto& c = a.clock;
   uint32_t covered = 0, uncovered = 0;
@@ -120,7 +52,7 @@ void print_summary(const AttributedRun& r, std::ostream& out) {
                                        : std::string());
 }
 
-nlohmann::json to_json(const AttributedRun& r) {
+nlohmann::json to_json(const app::AttributedRun& r) {
   const auto& a = r.attribution;
   nlohmann::json j;
   j["run"] = r.run.id;
@@ -154,14 +86,11 @@ std::string opt(const std::optional<double>& v) { return v ? fmt::format("{:.6g}
 int run_attribute(const std::string& db_path, const std::vector<int64_t>& runs, bool json,
                   std::ostream& out) {
   auto db = costdb::Database::open(db_path);
-  std::vector<int64_t> ids = runs;
-  if (ids.empty())
-    for (const auto& r : costdb::list_runs(db))
-      if (!is_logger_run(r)) ids.push_back(r.id);  // a logger's samples go with its board's run
+  const std::vector<int64_t> ids = runs.empty() ? app::attributable_runs(db) : runs;
   if (ids.empty()) throw InputError("no runs in " + db_path + " (record one with ergon record)");
   nlohmann::json all = nlohmann::json::array();
   for (int64_t id : ids) {
-    const AttributedRun r = attribute_run(db, id);
+    const app::AttributedRun r = app::attribute_run(db, id);
     if (json) {
       all.push_back(to_json(r));
     } else {

@@ -8,25 +8,9 @@
 
 #include "costdb/costs.h"
 #include "costdb/database.h"
-#include "profiler/attribution.h"
+#include "app/attribute.h"
 
 namespace ergon::cli {
-
-/// What attributing one run found and stored.
-struct AttributedRun {
-  costdb::RunSummary run;
-  profiler::Attribution attribution;
-  std::vector<costdb::OpCostRow> rows;  ///< as written to op_costs
-  int paging_rows = 0;  ///< the board's paging_costs rows, rebuilt from all its runs
-  uint64_t samples = 0;  ///< power samples attributed (the logger's, when one measured the board)
-  /// The power logger's clock, when a logger on its own clock measured the board.
-  std::optional<profiler::ClockFit> logger_clock;
-};
-
-/// Attributes a run's spans and samples (profiler/attribution.h), replaces its op_costs and
-/// run_attributions rows, and rebuilds its board's paging_costs. Throws InputError for an
-/// unknown run.
-AttributedRun attribute_run(costdb::Database& db, int64_t run_id);
 
 /// `ergon attribute`: every run given (all runs when none), a summary each (or JSON).
 int run_attribute(const std::string& db_path, const std::vector<int64_t>& runs, bool json,

@@ -12,21 +12,8 @@
 #include <memory>
 #include <thread>
 
-#include "app/board_costs.h"
-#include "app/quantities.h"
 #include "cli/attribute_cmd.h"
-#include "cli/options.h"
-#include "cli/pareto_cmd.h"
-#include "cli/plan_cmd.h"
-#include "cli/record.h"
-#include "app/step_plans.h"
-#include "cli/validate_cmd.h"
-#include "common/error.h"
-#include "costdb/database.h"
 #include "devices/board_profile.h"
-#include "devices/sim_server.h"
-#include "planner/graph_json.h"
-#include "planner/zoo.h"
 
 namespace ergon::cli {
 void add_attribute_commands(CLI::App& app, Commands& commands) {

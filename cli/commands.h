@@ -14,9 +14,11 @@ namespace CLI {
 class App;
 }
 
-namespace ergon::cli {
-
+namespace ergon::app {
 struct BoardOutcome;
+}
+
+namespace ergon::cli {
 
 /// What a chosen command does once its options are parsed; returns the exit code.
 using CommandRun = std::function<int()>;
@@ -57,6 +59,6 @@ void add_dashboard_command(CLI::App& app, Commands& commands, int argc, char** a
 /// The database's runs as a table, or only those in `only` when it is not empty.
 void print_runs(costdb::Database& db, std::ostream& out, const std::vector<int64_t>& only = {});
 /// One line per recorded board; failures also on stderr. 1 when any board failed.
-int report_outcomes(const std::vector<BoardOutcome>& outcomes, std::ostream& out);
+int report_outcomes(const std::vector<app::BoardOutcome>& outcomes, std::ostream& out);
 
 }  // namespace ergon::cli

@@ -12,21 +12,13 @@
 #include <memory>
 #include <thread>
 
-#include "app/board_costs.h"
-#include "app/quantities.h"
 #include "cli/attribute_cmd.h"
-#include "cli/options.h"
-#include "cli/pareto_cmd.h"
 #include "cli/plan_cmd.h"
-#include "cli/record.h"
-#include "app/step_plans.h"
+#include "cli/record_status.h"
 #include "cli/validate_cmd.h"
-#include "common/error.h"
 #include "costdb/database.h"
 #include "devices/board_profile.h"
 #include "devices/sim_server.h"
-#include "planner/graph_json.h"
-#include "planner/zoo.h"
 
 namespace ergon::cli {
 namespace {
@@ -49,7 +41,7 @@ int run_demo(const DemoArgs& a) {
   std::cout << fmt::format("ergon demo: {} simulated boards on pseudo-terminals -> {}\n",
                            boards.size(), a.db);
   std::vector<std::unique_ptr<devices::SimServer>> sims;
-  RecordRequest request;
+  app::RecordRequest request;
   request.db_path = a.db;
   uint64_t seed = 1;
   for (const auto& board : boards) {
@@ -61,7 +53,7 @@ int run_demo(const DemoArgs& a) {
     request.ports.push_back(sims.back()->link_name());
   }
   std::cout << "recording the default profile plan of each board...\n";
-  const auto outcomes = record_boards(request, std::cout, install_interrupt_counter());
+  const auto outcomes = record_with_status(request, std::cout, install_interrupt_counter());
   for (auto& sim : sims) sim->stop();
 
   std::cout << "\n";
@@ -117,14 +109,14 @@ int run_demo(const DemoArgs& a) {
 
   std::cout << fmt::format("\nvalidating the 50% plan: its schedule runs step by step on a simulated {}\n",
                            plan_board);
-  ValidateArgs v;
+  app::ValidateRequest v;
   v.plan.model = a.plan_model;
   v.plan.board = plan_board;
   v.plan.budget = "50%";
   v.plan.gap = 0.01;
   v.plan.time_limit_s = a.plan_time_limit_s;
   v.db = a.db;
-  run_validate(v, std::cout);
+  run_validate(v, /*json=*/false, std::cout);
   std::cout << fmt::format(
       "\nnext: ergon runs --db {0}   ergon costs --db {0} --board pi4   "
       "ergon validate --db {0} --model resnet18-cifar --board pi4 --budget 50%\n"

@@ -14,7 +14,6 @@
 
 #include "app/quantities.h"
 #include "common/clock.h"
-#include "app/quantities.h"
 #include "common/error.h"
 #include "costdb/database.h"
 #include "probes/i2c.h"

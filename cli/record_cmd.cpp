@@ -14,22 +14,13 @@
 
 #include "app/board_costs.h"
 #include "app/quantities.h"
-#include "cli/attribute_cmd.h"
-#include "cli/options.h"
-#include "cli/pareto_cmd.h"
-#include "cli/plan_cmd.h"
-#include "cli/record.h"
 #include "app/step_plans.h"
-#include "cli/validate_cmd.h"
-#include "common/error.h"
-#include "costdb/database.h"
+#include "cli/record_status.h"
 #include "devices/board_profile.h"
-#include "devices/sim_server.h"
-#include "planner/graph_json.h"
 #include "planner/zoo.h"
 
 namespace ergon::cli {
-int report_outcomes(const std::vector<BoardOutcome>& outcomes, std::ostream& out) {
+int report_outcomes(const std::vector<app::BoardOutcome>& outcomes, std::ostream& out) {
   int failures = 0;
   for (const auto& o : outcomes) {
     const std::string run = o.run_id ? fmt::format("run {}", *o.run_id) : "no run";
@@ -49,7 +40,7 @@ int report_outcomes(const std::vector<BoardOutcome>& outcomes, std::ostream& out
 
 
 void add_record_command(CLI::App& app, Commands& commands) {
-  static RecordRequest rec;
+  static app::RecordRequest rec;
   static std::string rec_board;
   static std::string rec_db = "ergon.db";
   static std::string rec_duration_text;
@@ -100,7 +91,7 @@ void add_record_command(CLI::App& app, Commands& commands) {
     if (rec.options.loops == 0 && rec_duration <= 0)
       std::cerr << "recording until Ctrl-C\n";
     rec.db_path = rec_db;
-    const auto outcomes = record_boards(rec, std::cout, install_interrupt_counter());
+    const auto outcomes = record_with_status(rec, std::cout, install_interrupt_counter());
     return report_outcomes(outcomes, std::cout);
   });
 }

@@ -12,26 +12,12 @@
 #include <memory>
 #include <thread>
 
-#include "app/board_costs.h"
-#include "app/quantities.h"
-#include "cli/attribute_cmd.h"
-#include "cli/options.h"
-#include "cli/pareto_cmd.h"
-#include "cli/plan_cmd.h"
-#include "cli/record.h"
-#include "app/step_plans.h"
-#include "cli/validate_cmd.h"
-#include "common/error.h"
-#include "costdb/database.h"
-#include "devices/board_profile.h"
-#include "devices/sim_server.h"
-#include "planner/graph_json.h"
-#include "planner/zoo.h"
 #include "cli/report_cmd.h"
 
 namespace ergon::cli {
 void add_report_command(CLI::App& app, Commands& commands) {
-  static ReportArgs report_args;
+  static app::ReportRequest report_args;
+  static bool report_json = false;
   static int64_t report_run = 0, report_plan = 0;
   static double report_grid = -1;
   auto* report_cmd = app.add_subcommand(
@@ -46,12 +32,12 @@ void add_report_command(CLI::App& app, Commands& commands) {
   report_cmd->add_option("--pue-profile", report_args.pue_profile,
                          "CSV of period,pue[,gco2_per_kwh] rows: what-ifs for other hours or months");
   report_cmd->add_option("--grid-gco2-per-kwh", report_grid, "the grid's carbon intensity");
-  report_cmd->add_flag("--json", report_args.json, "print JSON instead of Markdown");
+  report_cmd->add_flag("--json", report_json, "print JSON instead of Markdown");
   commands.add(report_cmd, [] {
     if (report_run > 0) report_args.run = report_run;
     if (report_plan > 0) report_args.plan = report_plan;
     if (report_grid >= 0) report_args.grid_gco2_per_kwh = report_grid;
-    return run_report(report_args, std::cout);
+    return run_report(report_args, report_json, std::cout);
   });
 }
 

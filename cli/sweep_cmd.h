@@ -4,40 +4,12 @@
 // and the energy-against-time curve it traces, per op kind and for the whole plan.
 
 #include <iosfwd>
-#include <optional>
-#include <string>
-#include <vector>
+
+#include "app/sweep.h"
 
 namespace ergon::cli {
 
-struct SweepArgs {
-  std::string board = "pi4";
-  std::string modes = "all";  ///< "all" or a comma-separated list of the board's modes
-  bool sim = false;           ///< an in-process simulated board, set to each mode in turn
-  std::string port;           ///< a real board: switched to each mode through the protocol
-  int threads = 1;            ///< --sim: cores the kernels run on
-  std::string db = "ergon.db";
-  bool json = false;
-};
-
-struct ModeCost {
-  std::string mode;
-  int64_t run_id = 0;
-  /// Per repetition, summed over the plan's ops (each op once): what one pass costs.
-  double time_s = 0;
-  double energy_j = 0;
-  /// The same by op kind ("conv2d forward", "paging page-out", ...).
-  std::vector<std::pair<std::string, std::pair<double, double>>> by_kind;  ///< (time_s, energy_j)
-  bool on_front = false;  ///< no other mode is both faster and cheaper
-  /// How long the board took to switch into the mode (nullopt: it was already in it).
-  std::optional<double> switch_s;
-};
-
-/// Records and attributes the board's default profile plan in each mode, switching the board
-/// before each run (protocol v4 SetPowerMode); InputError for an unknown board or mode,
-/// DeviceError when the board cannot switch or a run fails.
-std::vector<ModeCost> sweep_modes(const SweepArgs& args, std::ostream& progress);
-
-int run_sweep(const SweepArgs& args, std::ostream& out);
+/// Prints the sweep's table (or JSON); progress on stderr.
+int run_sweep(const app::SweepRequest& args, bool json, std::ostream& out);
 
 }  // namespace ergon::cli

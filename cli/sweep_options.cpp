@@ -12,26 +12,13 @@
 #include <memory>
 #include <thread>
 
-#include "app/board_costs.h"
-#include "app/quantities.h"
-#include "cli/attribute_cmd.h"
-#include "cli/options.h"
-#include "cli/pareto_cmd.h"
-#include "cli/plan_cmd.h"
-#include "cli/record.h"
-#include "app/step_plans.h"
-#include "cli/validate_cmd.h"
-#include "common/error.h"
-#include "costdb/database.h"
-#include "devices/board_profile.h"
-#include "devices/sim_server.h"
-#include "planner/graph_json.h"
-#include "planner/zoo.h"
 #include "cli/sweep_cmd.h"
+#include "devices/board_profile.h"
 
 namespace ergon::cli {
 void add_sweep_command(CLI::App& app, Commands& commands) {
-  static SweepArgs sweep_args;
+  static app::SweepRequest sweep_args;
+  static bool sweep_json = false;
   auto* sweep_cmd = app.add_subcommand(
       "sweep", "record the board's profile plan in each power mode and print the energy/time curve");
   sweep_cmd->add_option("--board", sweep_args.board, "board: " + devices::board_names())->capture_default_str();
@@ -42,8 +29,8 @@ void add_sweep_command(CLI::App& app, Commands& commands) {
   sweep_cmd->add_option("--threads", sweep_args.threads, "--sim: cores its kernels run on (all busy cores draw dynamic power)")
       ->capture_default_str();
   sweep_cmd->add_option("--db", sweep_args.db, "database file")->capture_default_str();
-  sweep_cmd->add_flag("--json", sweep_args.json, "print JSON");
-  commands.add(sweep_cmd, [] { return run_sweep(sweep_args, std::cout); });
+  sweep_cmd->add_flag("--json", sweep_json, "print JSON");
+  commands.add(sweep_cmd, [] { return run_sweep(sweep_args, sweep_json, std::cout); });
 }
 
 }  // namespace ergon::cli

@@ -1,73 +1,13 @@
 #pragma once
 
-#include <cstdint>
 #include <iosfwd>
-#include <optional>
-#include <string>
 
-#include "planner/schedule.h"
-
-#include "cli/plan_cmd.h"
+#include "app/validate.h"
 
 namespace ergon::cli {
 
-struct ValidateArgs {
-  PlanArgs plan;               ///< what to plan (plan.db is set from `db`)
-  /// Validate this stored plan (e.g. from ergon pareto) instead of planning: its graph is
-  /// rebuilt from its model and board (batch 1) and must match the stored digest.
-  std::optional<int64_t> plan_id;
-  std::string db = "ergon.db";  ///< measured costs come from here; plan, run and result go here
-  std::string port;             ///< a board running the agent; empty: a simulated one on a pty
-  /// Execute the schedule on real tensors (ergon-agent, a zoo model), then the store-all
-  /// schedule, and compare their gradients. Without `port`, ergon-agent's code runs in this
-  /// process on a pseudo-terminal, with a simulated INA219.
-  bool execute = false;
-  bool json = false;
-};
-
-/// What the board reported after executing a schedule on real tensors.
-struct ExecutedIteration {
-  float loss = 0;
-  uint64_t computes = 0, recomputes = 0;
-  uint64_t paged_out_bytes = 0, paged_in_bytes = 0;
-  uint64_t peak_bytes = 0;
-  uint64_t gradient_digest = 0;
-};
-
-/// A plan executed step by step on a board, predicted against measured.
-struct ValidateOutcome {
-  planner::TrainingGraph graph;
-  planner::Schedule schedule;
-  std::string cost_source;
-  std::string description;  ///< what was planned, for people
-  int64_t plan_id = 0;
-  int64_t run_id = 0;
-  int steps = 0;              ///< computes and transfers executed
-  int steps_attributed = 0;   ///< whose power samples arrived
-  double predicted_energy_j = 0;  ///< the steps' costs in the planner's graph, executed in order
-  double measured_energy_j = 0;   ///< the attributed gross energy of the steps
-  double predicted_time_s = 0;
-  double measured_time_s = 0;
-  uint64_t predicted_peak_bytes = 0;  ///< activation memory the simulator replayed
-  /// With `execute`: the schedule's iteration and the store-all reference, as executed.
-  std::optional<ExecutedIteration> executed, reference;
-  int64_t reference_run_id = 0;
-  [[nodiscard]] bool gradients_match() const {
-    return executed && reference && executed->gradient_digest == reference->gradient_digest &&
-           executed->loss == reference->loss;
-  }
-};
-
-/// Plans (with the board's measured costs when `db` has them), sends the schedule to the
-/// board as a schedule-mode run (one entry per compute, page-out and page-in, in order),
-/// records and attributes it, and stores the plan, the run and a validations row. The board
-/// executes one step at a time, so predicted time and energy are the schedule's sequential
-/// sums (POET's accounting). Throws InputError when no schedule exists or the graph carries
-/// no FLOP counts (a graph JSON file). With `execute`, the board runs the steps on real
-/// tensors (see ValidateArgs::execute); InputError for a model that is not in the zoo.
-ValidateOutcome validate(const ValidateArgs& args, std::ostream& progress);
-
-/// `ergon validate`: prints predicted against measured (or JSON); returns the exit code.
-int run_validate(const ValidateArgs& args, std::ostream& out);
+/// `ergon validate`: prints predicted against measured (or JSON); returns the exit code (1
+/// when executed gradients differ from store-all's).
+int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out);
 
 }  // namespace ergon::cli

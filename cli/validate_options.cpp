@@ -3,34 +3,16 @@
 #include "cli/commands.h"
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
 
-#include <algorithm>
-#include <chrono>
-#include <filesystem>
 #include <iostream>
-#include <memory>
-#include <thread>
 
-#include "app/board_costs.h"
-#include "app/quantities.h"
-#include "cli/attribute_cmd.h"
 #include "cli/options.h"
-#include "cli/pareto_cmd.h"
-#include "cli/plan_cmd.h"
-#include "cli/record.h"
-#include "app/step_plans.h"
 #include "cli/validate_cmd.h"
-#include "common/error.h"
-#include "costdb/database.h"
-#include "devices/board_profile.h"
-#include "devices/sim_server.h"
-#include "planner/graph_json.h"
-#include "planner/zoo.h"
 
 namespace ergon::cli {
 void add_validate_command(CLI::App& app, Commands& commands) {
-  static ValidateArgs validate_args;
+  static app::ValidateRequest validate_args;
+  static bool validate_json = false;
   auto* validate_cmd = app.add_subcommand(
       "validate", "plan, run the schedule on a board (default: a simulated one), and compare "
                   "predicted with measured energy and time");
@@ -51,9 +33,9 @@ void add_validate_command(CLI::App& app, Commands& commands) {
     c->add_flag("--execute", validate_args.execute,
                 "run the schedule on real tensors of the zoo model (ergon-agent; without --port, "
                 "in this process), then store-all, and check the gradients are identical");
-    c->add_flag("--json", validate_args.json, "print the result as JSON");
+    c->add_flag("--json", validate_json, "print the result as JSON");
   }
-  commands.add(validate_cmd, [] { return run_validate(validate_args, std::cout); });
+  commands.add(validate_cmd, [] { return run_validate(validate_args, validate_json, std::cout); });
 }
 
 }  // namespace ergon::cli

@@ -11,7 +11,7 @@ namespace ergon::costdb {
 namespace {
 
 constexpr const char* kColumns =
-    "p.id, p.model, b.kind, b.name, p.graph_digest, p.budget_bytes, p.deadline_s, p.planner, "
+    "p.id, p.model, b.kind, p.cost_source, p.graph_digest, p.budget_bytes, p.deadline_s, p.planner, "
     "p.objective, p.status, p.objective_j, p.bound_j, p.gap, p.energy_j, p.time_s, "
     "p.paging_time_s, p.peak_bytes, p.solve_time_s, p.schedule, p.created_at_ns, p.power_mode";
 
@@ -25,7 +25,7 @@ PlanRow read_plan(const detail::Statement& row) {
   p.id = row.column_int64(0);
   p.model = row.column_text(1);
   p.board_kind = row.column_text(2);
-  p.board_name = row.column_text(3);
+  p.cost_source = row.column_text(3) == "measured" ? PlanCostSource::kMeasured : PlanCostSource::kProfile;
   p.graph_digest = row.column_text(4);
   p.budget_bytes = row.column_uint64(5);
   p.deadline_s = opt_double(row, 6);
@@ -57,6 +57,10 @@ void bind_opt(detail::Statement& stmt, int index, std::optional<double> v) {
 
 }  // namespace
 
+std::string_view to_string(PlanCostSource source) {
+  return source == PlanCostSource::kMeasured ? "measured" : "profile";
+}
+
 int64_t add_plan(Database& database, const PlanRow& plan) {
   auto& db = database.impl();
   if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
@@ -69,7 +73,7 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
                           "RETURNING id",
                           db.path);
   board.bind(1, std::string_view(plan.board_kind));
-  board.bind(2, std::string_view(plan.board_name));
+  board.bind(2, std::string_view(""));  // the board kind's row: a plan is of a kind, not of one board
   board.bind(3, plan.created_at_ns);
   if (!board.step(doing)) throw DatabaseError("database " + db.path.string() + ": " + doing);
   const int64_t board_id = board.column_int64(0);
@@ -79,8 +83,8 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
       db.db,
       "INSERT INTO plans (model, board_id, budget_bytes, deadline_s, planner, status, "
       "objective_j, bound_j, solve_time_s, schedule, created_at_ns, objective, graph_digest, "
-      "gap, energy_j, time_s, paging_time_s, peak_bytes, power_mode) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19) "
+      "gap, energy_j, time_s, paging_time_s, peak_bytes, power_mode, cost_source) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) "
       "RETURNING id",
       db.path);
   insert.bind(1, std::string_view(plan.model));
@@ -110,6 +114,7 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
     insert.bind_null(18);
   }
   insert.bind(19, std::string_view(plan.power_mode));
+  insert.bind(20, to_string(plan.cost_source));
   if (!insert.step(doing)) throw DatabaseError("database " + db.path.string() + ": " + doing);
   const int64_t id = insert.column_int64(0);
   insert.run(doing);

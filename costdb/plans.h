@@ -3,11 +3,20 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "costdb/database.h"
 
 namespace ergon::costdb {
+
+/// Whose costs a plan was made on.
+enum class PlanCostSource {
+  kProfile,   ///< the board's published profile
+  kMeasured,  ///< the board's attributed measurements in the database
+};
+/// "profile" or "measured", as the plans table stores it.
+std::string_view to_string(PlanCostSource source);
 
 /// One planner's answer to one request, as the `plans` table keeps it. The planner library
 /// is not a dependency: callers fill plain fields.
@@ -15,7 +24,7 @@ struct PlanRow {
   int64_t id = 0;              ///< set by add_plan
   std::string model;           ///< what was planned, e.g. "resnet18-cifar batch 1"
   std::string board_kind;      ///< whose costs: "pi4", ...
-  std::string board_name;      ///< "profile" for a board's published profile
+  PlanCostSource cost_source = PlanCostSource::kProfile;
   std::string graph_digest;    ///< identifies graph and costs; plans are reused only for equal ones
   uint64_t budget_bytes = 0;
   std::optional<double> deadline_s;  ///< none: no deadline

@@ -267,6 +267,16 @@ constexpr const char* kSchemaV6 = R"sql(
 ALTER TABLE plans ADD COLUMN power_mode TEXT NOT NULL DEFAULT '';
 )sql";
 
+// v7: a plan says whose costs it was made on in a column of its own. Before, it hung off a
+// boards row named "profile" or "measured"; new plans hang off their board kind's row with an
+// empty name (a kind, no particular board).
+constexpr const char* kSchemaV7 = R"sql(
+ALTER TABLE plans ADD COLUMN cost_source TEXT NOT NULL DEFAULT 'profile'
+  CHECK (cost_source IN ('profile', 'measured'));
+UPDATE plans SET cost_source = 'measured'
+  WHERE board_id IN (SELECT id FROM boards WHERE name = 'measured');
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
     Migration{2, kSchemaV2},
@@ -274,6 +284,7 @@ constexpr std::array kMigrations{
     Migration{4, kSchemaV4},
     Migration{5, kSchemaV5},
     Migration{6, kSchemaV6},
+    Migration{7, kSchemaV7},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");

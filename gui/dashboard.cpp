@@ -48,7 +48,7 @@ std::optional<ScheduleCompareView::Side> side_of(const costdb::PlanRow& row, con
     args.model = row.model;
     args.board = row.board_kind;
     args.power_mode = row.power_mode;  // the costs it was planned on
-    if (row.board_name == "measured") args.db = db;
+    if (row.cost_source == costdb::PlanCostSource::kMeasured) args.db = db;
     ScheduleCompareView::Side side;
     side.graph = app::load_graph(args);
     if (app::graph_digest(side.graph) != row.graph_digest) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <optional>
 
+#include "common/units.h"
 #include "common/error.h"
 #include "planner/rotor.h"
 
@@ -366,8 +367,8 @@ PlanResult plan_store_all(const TrainingGraph& graph, const PlanRequest& request
   PlanResult r;
   if (sim.peak_bytes > request.budget_bytes) {
     r = refused(name, ModelStatus::kInfeasible,
-                "store-all needs " + human_bytes(sim.peak_bytes) + ", over the budget of " +
-                    human_bytes(request.budget_bytes));
+                "store-all needs " + format_bytes(sim.peak_bytes) + ", over the budget of " +
+                    format_bytes(request.budget_bytes));
   } else if (!meets_deadline(deadline_time_s(sim, request.objective), request)) {
     r = refused(name, ModelStatus::kInfeasible,
                 "deadline " + seconds(request.deadline_s) +
@@ -423,8 +424,8 @@ PlanResult plan_chen_sqrt(const TrainingGraph& graph, const PlanRequest& request
           name, ModelStatus::kInfeasible,
           "every segment count recomputes past the deadline of " + seconds(request.deadline_s)));
     return finish(refused(name, ModelStatus::kInfeasible,
-                          "no segment count fits a budget of " + human_bytes(request.budget_bytes) +
-                              "; the least chen needs is " + human_bytes(least_peak) + " (" +
+                          "no segment count fits a budget of " + format_bytes(request.budget_bytes) +
+                              "; the least chen needs is " + format_bytes(least_peak) + " (" +
                               std::to_string(least_peak_segments) + " segments)"));
   }
   return finish(
@@ -444,8 +445,8 @@ PlanResult plan_capuchin(const TrainingGraph& graph, const PlanRequest& request)
   std::optional<Schedule> schedule = Capuchin(graph, request).run(lowest_peak);
   if (!schedule)
     return finish(refused(name, ModelStatus::kNoSolutionFound,
-                          "capuchin found nothing left to evict at " + human_bytes(lowest_peak) +
-                              ", over the budget of " + human_bytes(request.budget_bytes)));
+                          "capuchin found nothing left to evict at " + format_bytes(lowest_peak) +
+                              ", over the budget of " + format_bytes(request.budget_bytes)));
   return finish(
       judge_schedule(name, graph, request, std::move(*schedule), graph.single_pass_energy_j()));
 }

@@ -234,16 +234,5 @@ TrainingGraph build_training_graph(const ForwardGraph& forward, const CostModel&
   return g;
 }
 
-std::string human_bytes(uint64_t b) {
-  char buf[64];
-  if (b >= (1ULL << 20)) {
-    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(b) / (1 << 20));
-  } else if (b >= 1024) {
-    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
-  } else {
-    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
-  }
-  return buf;
-}
 
 }  // namespace ergon::planner

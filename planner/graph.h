@@ -141,8 +141,6 @@ struct TrainingGraph {
 /// `forward_mode`'s. InputError when the two are not the same graph.
 TrainingGraph per_phase_graph(const TrainingGraph& forward_mode, const TrainingGraph& backward_mode);
 
-/// A size for messages: "512 B", "12.0 KiB", "2.25 MiB".
-std::string human_bytes(uint64_t bytes);
 
 class CostModel {
  public:

@@ -1,5 +1,6 @@
 #include "planner/poet.h"
 
+#include "common/units.h"
 #include "planner/baselines.h"
 
 #include "planner/bounds.h"
@@ -293,9 +294,9 @@ std::string infeasibility_reason(const TrainingGraph& graph, const PlanRequest& 
   const uint64_t min_bytes = graph.min_working_set_bytes(&node);
   if (activation_budget_bytes(graph, request) < min_bytes) {
     const bool total = request.objective == Objective::kTotal && !request.activations_only;
-    return "budget " + human_bytes(request.budget_bytes) + " is below the " +
-           human_bytes(min_bytes + (total ? graph.fixed_bytes : 0)) + " any schedule needs (" +
-           (total ? human_bytes(graph.fixed_bytes) + " of parameters, gradients and optimizer "
+    return "budget " + format_bytes(request.budget_bytes) + " is below the " +
+           format_bytes(min_bytes + (total ? graph.fixed_bytes : 0)) + " any schedule needs (" +
+           (total ? format_bytes(graph.fixed_bytes) + " of parameters, gradients and optimizer "
                                                      "state, and " : std::string()) +
            graph.nodes[node].name + " needs its inputs and output in memory at once)";
   }
@@ -459,7 +460,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   if (lp.infeasible) {
     result.status = ModelStatus::kInfeasible;
     result.schedule.reset();
-    result.why = "no schedule fits a budget of " + human_bytes(user_budget_bytes) +
+    result.why = "no schedule fits a budget of " + format_bytes(user_budget_bytes) +
                  " and the deadline together (even fractionally); loosen either";
     result.solve_time_s = seconds_since(start);
     return result;
@@ -522,7 +523,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     result.status = solved.model;
     result.bound_j = std::max(solved.bound / scale, bound_j);
     if (solved.model == ModelStatus::kInfeasible) {
-      result.why = "no schedule fits a budget of " + human_bytes(user_budget_bytes) +
+      result.why = "no schedule fits a budget of " + format_bytes(user_budget_bytes) +
                    " and the deadline together; loosen either";
     } else if (solved.solve_time_s >= options.time_limit_s) {
       result.why = "the time limit (" + std::to_string(static_cast<int>(req.time_limit_s)) +
@@ -538,7 +539,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     }
     if (auto found = smallest_greedy_budget(graph, req)) {
       *found += user_budget_bytes - req.budget_bytes;  // kTotal: fixed bytes back in
-      result.why += "; the greedy heuristic finds schedules from " + human_bytes(*found) +
+      result.why += "; the greedy heuristic finds schedules from " + format_bytes(*found) +
                     " (" + std::to_string(*found) + " bytes) up";
     }
     return result;

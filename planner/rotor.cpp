@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/units.h"
 #include "planner/baselines.h"
 
 namespace ergon::planner {
@@ -428,10 +429,10 @@ PlanResult plan_chain(const std::string& name, Moves moves, const TrainingGraph&
     const RotorDp wide(graph, *chain, roomy_slot, static_cast<int64_t>(roomy / roomy_slot),
                        Rounding::kUp, moves);
     result.status = ModelStatus::kInfeasible;
-    result.why = name + "'s schedules do not fit a budget of " + human_bytes(request.budget_bytes);
+    result.why = name + "'s schedules do not fit a budget of " + format_bytes(request.budget_bytes);
     if (const auto least = wide.least_memory())
       result.why += "; the least they need is " + std::string(roomy_exact ? "" : "about ") +
-                    human_bytes(static_cast<uint64_t>(*least) * roomy_slot);
+                    format_bytes(static_cast<uint64_t>(*least) * roomy_slot);
     return finish(result);
   }
   double bound_j = dp.energy_j();

@@ -16,7 +16,7 @@ std::vector<ParetoSeries> pareto_series(const std::vector<costdb::PlanRow>& plan
   const auto same_graph = [&](const costdb::PlanRow& p) {
     if (!graph_digest.empty()) return p.graph_digest == graph_digest;
     return latest != nullptr && p.model == latest->model && p.board_kind == latest->board_kind &&
-           p.board_name == latest->board_name && p.objective == latest->objective;
+           p.cost_source == latest->cost_source && p.objective == latest->objective;
   };
   std::map<std::string, ParetoSeries> by_planner;
   for (const auto& p : plans) {

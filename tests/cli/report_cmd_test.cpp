@@ -34,7 +34,7 @@ class ReportTest : public ::testing::Test {
     costdb::PlanRow plan;
     plan.model = "mlp";
     plan.board_kind = "pi4";
-    plan.board_name = "profile";
+    plan.cost_source = costdb::PlanCostSource::kProfile;
     plan.planner = "poet";
     plan.status = "optimal";
     plan.budget_bytes = 1000;
@@ -50,12 +50,12 @@ class ReportTest : public ::testing::Test {
 };
 
 TEST_F(ReportTest, ARunsEnergyIsItsPowerIntegratedAndEmissionsFollowPueAndGrid) {
-  ReportArgs args;
+  app::ReportRequest args;
   args.db = db_path();
   args.run = run_id_;
   args.pue = 1.5;
   args.grid_gco2_per_kwh = 300;
-  const EnergyStatement s = energy_statement(args);
+  const app::EnergyStatement s = app::energy_statement(args);
   EXPECT_TRUE(s.measured);
   EXPECT_NEAR(s.energy_j, 20.0 + 0.003, 1e-9);  // the spike adds (5 - 2) W over 1 ms
   EXPECT_NEAR(s.time_s, 10.0, 1e-12);
@@ -65,16 +65,16 @@ TEST_F(ReportTest, ARunsEnergyIsItsPowerIntegratedAndEmissionsFollowPueAndGrid) 
   EXPECT_NEAR(s.facility_kwh, 1.5 * s.energy_kwh, 1e-18);
   EXPECT_NEAR(*s.gco2, 300 * s.facility_kwh, 1e-15);
   std::ostringstream md;
-  EXPECT_EQ(run_report(args, md), 0);
+  EXPECT_EQ(run_report(args, /*json=*/false, md), 0);
   EXPECT_NE(md.str().find("| emissions (300 gCO2e/kWh) |"), std::string::npos) << md.str();
 }
 
 TEST_F(ReportTest, APlansEnergyIsPerIterationTimesTheIterations) {
-  ReportArgs args;
+  app::ReportRequest args;
   args.db = db_path();
   args.plan = plan_id_;
   args.iterations = 1000;
-  const EnergyStatement s = energy_statement(args);
+  const app::EnergyStatement s = app::energy_statement(args);
   EXPECT_FALSE(s.measured);
   EXPECT_DOUBLE_EQ(s.energy_j, 500.0);
   EXPECT_DOUBLE_EQ(s.time_s, 200.0);
@@ -84,12 +84,12 @@ TEST_F(ReportTest, APlansEnergyIsPerIterationTimesTheIterations) {
 TEST_F(ReportTest, APueProfileGivesAWhatIfPerPeriod) {
   const fs::path profile = dir_ / "pue.csv";
   std::ofstream(profile) << "period,pue,gco2_per_kwh\n03:00,1.1,200\n# comment\n15:00,1.4\n";
-  ReportArgs args;
+  app::ReportRequest args;
   args.db = db_path();
   args.plan = plan_id_;
   args.grid_gco2_per_kwh = 500;
   args.pue_profile = profile.string();
-  const EnergyStatement s = energy_statement(args);
+  const app::EnergyStatement s = app::energy_statement(args);
   ASSERT_EQ(s.what_ifs.size(), 2U);
   EXPECT_EQ(s.what_ifs[0].period, "03:00");
   EXPECT_NEAR(*s.what_ifs[0].gco2, 0.5 / 3.6e6 * 1.1 * 200, 1e-15);
@@ -97,29 +97,28 @@ TEST_F(ReportTest, APueProfileGivesAWhatIfPerPeriod) {
   EXPECT_EQ(s.profile_note,
             profile.string() + ": 2 rows read; skipped 1 comment lines, 0 blank lines, 1 header lines");
   std::ostringstream json;
-  args.json = true;
-  run_report(args, json);
+  run_report(args, /*json=*/true, json);
   EXPECT_NE(json.str().find("\"what_if\""), std::string::npos);
 }
 
 TEST_F(ReportTest, BadInputIsRefusedNamingWhatIsWrong) {
-  ReportArgs args;
+  app::ReportRequest args;
   args.db = db_path();
-  EXPECT_THROW(energy_statement(args), InputError) << "neither run nor plan";
+  EXPECT_THROW(app::energy_statement(args), InputError) << "neither run nor plan";
   args.run = 999;
-  EXPECT_THROW(energy_statement(args), InputError);
+  EXPECT_THROW(app::energy_statement(args), InputError);
   args.run = run_id_;
   args.pue = 0.8;
-  EXPECT_THROW(energy_statement(args), InputError);
+  EXPECT_THROW(app::energy_statement(args), InputError);
   args.pue = 1.2;
   const fs::path bad = dir_ / "bad.csv";
   std::ofstream(dir_ / "trailing.csv") << "03:00,1.2,380abc\n";
   args.pue_profile = (dir_ / "trailing.csv").string();
-  EXPECT_THROW(energy_statement(args), InputError) << "a grid intensity with trailing text";
+  EXPECT_THROW(app::energy_statement(args), InputError) << "a grid intensity with trailing text";
   std::ofstream(bad) << "03:00,abc\n";
   args.pue_profile = bad.string();
   try {
-    energy_statement(args);
+    app::energy_statement(args);
     FAIL();
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("line 1"), std::string::npos) << e.what();

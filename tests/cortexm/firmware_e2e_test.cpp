@@ -10,8 +10,8 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/attribute_cmd.h"
-#include "cli/record.h"
+#include "app/attribute.h"
+#include "app/record.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
 #include "devices/board_profile.h"
@@ -58,14 +58,13 @@ class FirmwareEndToEnd : public ::testing::TestWithParam<const char*> {
 TEST_P(FirmwareEndToEnd, RecordStoresTheBoardsDefaultPlanAndAttributionFindsItsPower) {
   const auto board = *devices::find_board(GetParam());
   ASSERT_FALSE(link().empty());
-  cli::RecordRequest req;
+  app::RecordRequest req;
   req.ports = {link()};
   req.db_path = dir_ / "lab.db";
-  std::ostringstream out;
   std::atomic<int> interrupts{0};
-  const auto outcomes = cli::record_boards(req, out, interrupts);
+  const auto outcomes = app::record_boards(req, {}, interrupts);
   ASSERT_EQ(outcomes.size(), 1U);
-  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error << out.str();
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
   const auto& stats = outcomes[0].stats;
   EXPECT_EQ(stats.decoder.crc_errors, 0U);
   EXPECT_EQ(stats.decoder.frames_lost, 0U);
@@ -77,7 +76,7 @@ TEST_P(FirmwareEndToEnd, RecordStoresTheBoardsDefaultPlanAndAttributionFindsItsP
   EXPECT_EQ(stats.spans, windows);
 
   auto db = costdb::Database::open(req.db_path);
-  const auto a = cli::attribute_run(db, *outcomes[0].run_id);
+  const auto a = app::attribute_run(db, *outcomes[0].run_id);
   EXPECT_TRUE(a.attribution.clock.fitted) << a.attribution.clock.note;
   // The simulated supply draws the board's idle power, plus its compute power while a
   // kernel runs: attribution recovers both from the INA219's samples.
@@ -99,17 +98,16 @@ TEST_P(FirmwareEndToEnd, RecordStoresTheBoardsDefaultPlanAndAttributionFindsItsP
 TEST_P(FirmwareEndToEnd, TheFirmwareAcceptsOnlyItsOwnClockAsAPowerMode) {
   const auto board = *devices::find_board(GetParam());
   ASSERT_FALSE(link().empty());
-  cli::RecordRequest req;
+  app::RecordRequest req;
   req.ports = {link()};
   req.db_path = dir_ / "lab.db";
   req.options.plan = devices::ProfilePlan{};
   req.options.plan->min_window_us = 1000;
   req.options.plan->ops.push_back({.op_id = 1, .shape = profiler::linear(1, 16, 8, profiler::Phase::kForward),
                                    .phase = profiler::Phase::kForward, .windows = 1});
-  std::ostringstream out;
   std::atomic<int> interrupts{0};
   req.options.power_mode = "16MHz";
-  const auto refused = cli::record_boards(req, out, interrupts);
+  const auto refused = app::record_boards(req, {}, interrupts);
   ASSERT_EQ(refused.size(), 1U);
   EXPECT_EQ(refused[0].state, devices::SessionState::kFailed);
   EXPECT_NE(refused[0].error.find("cannot switch to power mode 16MHz: the firmware runs at one fixed clock"),
@@ -117,15 +115,15 @@ TEST_P(FirmwareEndToEnd, TheFirmwareAcceptsOnlyItsOwnClockAsAPowerMode) {
       << refused[0].error;
   EXPECT_FALSE(refused[0].run_id);
   req.options.power_mode = std::string(board.power_mode);
-  const auto same = cli::record_boards(req, out, interrupts);
+  const auto same = app::record_boards(req, {}, interrupts);
   ASSERT_EQ(same[0].state, devices::SessionState::kCompleted) << same[0].error;
   EXPECT_FALSE(same[0].mode_switch_s) << "already in its mode: nothing to switch";
   // Switching within a run is refused at its Start, and the next run is not affected.
   req.options.phase_modes = devices::RecordOptions::PhaseSwitch{"16MHz", 0};
-  const auto phased = cli::record_boards(req, out, interrupts);
+  const auto phased = app::record_boards(req, {}, interrupts);
   EXPECT_EQ(phased[0].state, devices::SessionState::kFailed);
   req.options.phase_modes.reset();
-  EXPECT_EQ(cli::record_boards(req, out, interrupts)[0].state, devices::SessionState::kCompleted);
+  EXPECT_EQ(app::record_boards(req, {}, interrupts)[0].state, devices::SessionState::kCompleted);
 }
 
 INSTANTIATE_TEST_SUITE_P(Boards, FirmwareEndToEnd, ::testing::Values("nrf52840", "mkr1000"));

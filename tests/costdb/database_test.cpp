@@ -270,6 +270,7 @@ TEST_F(DatabaseTest, AVersion4FileKeepsItsOpsAndStoresEveryOpKindAfterMigrating)
            "UNIQUE (kind, dims, flops, bytes_in, bytes_out)) STRICT;"
            "INSERT INTO old_shapes SELECT * FROM op_shapes; DROP TABLE op_shapes;"
            "ALTER TABLE old_shapes RENAME TO op_shapes; ALTER TABLE plans DROP COLUMN power_mode; "
+           "ALTER TABLE plans DROP COLUMN cost_source; "
            "PRAGMA user_version = 4; COMMIT;");
   ASSERT_NE(raw_exec(db_path(), "INSERT INTO op_shapes (kind, dims, flops, bytes_in, bytes_out) "
                                 "VALUES ('gelu', '8', 1, 1, 1)"),

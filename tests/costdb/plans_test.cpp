@@ -21,7 +21,7 @@ PlanRow plan(const std::string& planner, uint64_t budget, std::optional<double> 
   PlanRow p;
   p.model = "mlp batch 1";
   p.board_kind = "pi4";
-  p.board_name = "profile";
+  p.cost_source = PlanCostSource::kProfile;
   p.graph_digest = "abc123";
   p.budget_bytes = budget;
   p.deadline_s = deadline;
@@ -101,7 +101,7 @@ TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
     Database db = Database::open(db_path());
     RunWriter run(db, sim_board(), "sim", 1);
   }
-  // Turn the file back into schema version 1: drop what versions 2 to 6 added (v5 only widened a CHECK).
+  // Turn the file back into schema version 1: drop what versions 2 to 7 added (v5 only widened a CHECK).
   raw_exec(db_path(),
            "DROP TRIGGER runs_delete_power_run; ALTER TABLE runs DROP COLUMN power_run_id; "
            "DROP TABLE run_attributions; DROP INDEX plans_key; ALTER TABLE plans DROP COLUMN objective; "
@@ -109,6 +109,7 @@ TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
            "ALTER TABLE plans DROP COLUMN energy_j; ALTER TABLE plans DROP COLUMN time_s; "
            "ALTER TABLE plans DROP COLUMN paging_time_s; "
            "ALTER TABLE plans DROP COLUMN peak_bytes; ALTER TABLE plans DROP COLUMN power_mode; "
+           "ALTER TABLE plans DROP COLUMN cost_source; "
            "PRAGMA user_version = 1;");
   ASSERT_EQ(raw_query(db_path(), "PRAGMA user_version"), "1");
   // Reading refuses it and says how to upgrade; nothing is written until then.
@@ -124,6 +125,32 @@ TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
   EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM runs"), "1");
   add_plan(db, plan("poet", 1000, std::nullopt));
   EXPECT_TRUE(find_plan(db, "abc123", "poet", "poet", 1000, std::nullopt));
+}
+
+TEST_F(PlansTest, AVersionSixPlanMadeOnMeasuredCostsStillSaysSoAfterTheUpgrade) {
+  {
+    Database db = Database::open(db_path());
+    PlanRow measured = plan("poet", 1000, std::nullopt);
+    measured.cost_source = PlanCostSource::kMeasured;
+    add_plan(db, measured);
+    add_plan(db, plan("chen", 1000, std::nullopt));
+    db.commit_batch();
+  }
+  // Version 6 kept the cost source as the name of the boards row a plan hung off.
+  raw_exec(db_path(),
+           "INSERT INTO boards (kind, name, tick_hz, ram_bytes, first_seen_ns) VALUES "
+           "('pi4', 'measured', 0, 0, 0), ('pi4', 'profile', 0, 0, 0); "
+           "UPDATE plans SET board_id = (SELECT id FROM boards WHERE name = "
+           "CASE plans.cost_source WHEN 'measured' THEN 'measured' ELSE 'profile' END); "
+           "ALTER TABLE plans DROP COLUMN cost_source; PRAGMA user_version = 6;");
+  Database db = Database::open(db_path());
+  ASSERT_EQ(db.schema_version(), kSchemaVersion);
+  const auto poet = find_plan(db, "abc123", "poet", "poet", 1000, std::nullopt);
+  const auto chen = find_plan(db, "abc123", "chen", "poet", 1000, std::nullopt);
+  ASSERT_TRUE(poet && chen);
+  EXPECT_EQ(poet->cost_source, PlanCostSource::kMeasured);
+  EXPECT_EQ(chen->cost_source, PlanCostSource::kProfile);
+  EXPECT_EQ(poet->board_kind, "pi4");
 }
 
 }  // namespace

@@ -12,12 +12,12 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/attribute_cmd.h"
+#include "app/attribute.h"
 #include "common/error.h"
 #include "app/board_costs.h"
-#include "cli/record.h"
+#include "app/record.h"
 #include "app/step_plans.h"
-#include "cli/validate_cmd.h"
+#include "app/validate.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
 #include "agent/agent.h"
@@ -83,16 +83,15 @@ TEST_P(AgentEndToEnd, RecordStoresExactlyTheSpansTheAgentMeasuredAndItsSamples) 
     plan.ops.push_back({.op_id = id++, .shape = profiler::paging(1 << 20), .phase = phase,
                         .windows = 2, .idle_after_us = 20'000, .warmup_reps = 1});
 
-  cli::RecordRequest req;
+  app::RecordRequest req;
   req.ports = {link};
   req.db_path = dir_ / "lab.db";
   req.options.plan = plan;
-  std::ostringstream out;
   std::atomic<int> interrupts{0};
-  const auto outcomes = cli::record_boards(req, out, interrupts);
+  const auto outcomes = app::record_boards(req, {}, interrupts);
   if (std::string(GetParam()).rfind("tcp:", 0) == 0) {
     // The host goes away and comes back: the agent serves the next one.
-    const auto again = cli::record_boards(req, out, interrupts);
+    const auto again = app::record_boards(req, {}, interrupts);
     ASSERT_EQ(again.size(), 1U);
     EXPECT_EQ(again[0].state, devices::SessionState::kCompleted) << again[0].error;
     EXPECT_EQ(again[0].stats.spans, 13U);
@@ -122,7 +121,7 @@ TEST_P(AgentEndToEnd, RecordStoresExactlyTheSpansTheAgentMeasuredAndItsSamples) 
 
   // The agent shares one clock with its probe: attribution finds it, and the windows hold
   // the simulated chip's 3 W.
-  const auto a = cli::attribute_run(db, *outcomes[0].run_id);
+  const auto a = app::attribute_run(db, *outcomes[0].run_id);
   // (Over a one-second run on a loaded pty, sync jitter alone moves the fitted rate by up to
   // a few hundred ppm; the fit must still be accepted.)
   EXPECT_TRUE(a.attribution.clock.fitted) << a.attribution.clock.note;
@@ -144,7 +143,7 @@ TEST(AgentExecution, AResNet18ScheduleExecutedByTheAgentGivesTheStoreAllGradient
   const fs::path dir = fs::temp_directory_path() / ("ergon-execute-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  cli::ValidateArgs args;
+  app::ValidateRequest args;
   args.plan.model = "resnet18-cifar";
   args.plan.batch = 2;
   args.plan.board = "pi4";
@@ -153,8 +152,7 @@ TEST(AgentExecution, AResNet18ScheduleExecutedByTheAgentGivesTheStoreAllGradient
   args.plan.time_limit_s = 5;
   args.db = (dir / "ergon.db").string();
   args.execute = true;  // no port: ergon-agent's code in this process, on a pty
-  std::ostringstream progress;
-  const cli::ValidateOutcome o = cli::validate(args, progress);
+  const app::ValidateOutcome o = app::validate(args);
   ASSERT_TRUE(o.executed && o.reference);
   const auto sim = planner::simulate(o.graph, o.schedule);
   EXPECT_GT(o.executed->recomputes + o.executed->paged_out_bytes, 0U) << "the plan saves memory";
@@ -175,14 +173,13 @@ TEST(AgentExecution, AResNet18ScheduleExecutedByTheAgentGivesTheStoreAllGradient
 TEST(AgentExecution, ASimulatedBoardOrAModelOutsideTheZooIsRefusedWithAReason) {
   const fs::path dir = fs::temp_directory_path() / ("ergon-execute-bad-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  cli::ValidateArgs args;
+  app::ValidateRequest args;
   args.plan.onnx_file = std::string(ERGON_TEST_DATA_DIR) + "/onnx/tiny_cnn.onnx";
   args.plan.board = "pi4";
   args.db = (dir / "ergon.db").string();
   args.execute = true;
-  std::ostringstream progress;
   try {
-    (void)cli::validate(args, progress);
+    (void)app::validate(args);
     ADD_FAILURE() << "an ONNX graph is not a zoo model the agent can build";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("zoo"), std::string::npos) << e.what();
@@ -191,7 +188,7 @@ TEST(AgentExecution, ASimulatedBoardOrAModelOutsideTheZooIsRefusedWithAReason) {
   // A simulated board refuses an execution: it has no tensors, and must not make up a result.
   auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), devices::SimServerOptions{.speed = 0});
   sim->start();
-  cli::ValidateArgs on_sim;
+  app::ValidateRequest on_sim;
   on_sim.plan.model = "mlp";
   on_sim.plan.board = "pi4";
   on_sim.plan.time_limit_s = 2;
@@ -199,7 +196,7 @@ TEST(AgentExecution, ASimulatedBoardOrAModelOutsideTheZooIsRefusedWithAReason) {
   on_sim.port = sim->link_name();
   on_sim.execute = true;
   try {
-    (void)cli::validate(on_sim, progress);
+    (void)app::validate(on_sim);
     ADD_FAILURE() << "a simulated board cannot execute";
   } catch (const DeviceError& e) {
     EXPECT_NE(std::string(e.what()).find("did not execute"), std::string::npos) << e.what();
@@ -239,13 +236,12 @@ TEST(AgentExecution, TheAgentTimesEveryLayerOfAModelWithItsOwnKernel) {
       if (std::string(model) == (std::string(k) == "batchnorm" ? "mobilenetv2-cifar" : "bert-tiny")) {
         EXPECT_TRUE(kinds.count(k)) << k;
       }
-    cli::RecordRequest req;
+    app::RecordRequest req;
     req.ports = {link};
     req.db_path = dir / "lab.db";
     req.options.plan = plan;
-    std::ostringstream out;
     std::atomic<int> interrupts{0};
-    const auto outcomes = cli::record_boards(req, out, interrupts);
+    const auto outcomes = app::record_boards(req, {}, interrupts);
     ASSERT_EQ(outcomes.size(), 1U);
     EXPECT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
     EXPECT_EQ(outcomes[0].stats.spans, windows) << "every layer ran and was timed";
@@ -257,17 +253,16 @@ TEST(AgentExecution, TheAgentTimesEveryLayerOfAModelWithItsOwnKernel) {
   work.kind = profiler::OpKind::kConv2d;
   work.flops = 1'000'000;
   bad.ops.push_back({.op_id = 1, .shape = work, .phase = Phase::kForward, .windows = 1});
-  cli::RecordRequest req;
+  app::RecordRequest req;
   req.ports = {link};
   req.db_path = dir / "lab.db";
   req.options.plan = bad;
-  std::ostringstream out;
   std::atomic<int> interrupts{0};
-  const auto failed = cli::record_boards(req, out, interrupts);
+  const auto failed = app::record_boards(req, {}, interrupts);
   ASSERT_EQ(failed.size(), 1U);
   EXPECT_EQ(failed[0].state, devices::SessionState::kFailed);
   req.options.plan->ops[0].shape = profiler::conv2d(1, 3, 8, 8, 8, 3, Phase::kForward);
-  EXPECT_EQ(cli::record_boards(req, out, interrupts)[0].state, devices::SessionState::kCompleted);
+  EXPECT_EQ(app::record_boards(req, {}, interrupts)[0].state, devices::SessionState::kCompleted);
   agent.reset();
   fs::remove_all(dir);
 }
@@ -299,15 +294,14 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
   plan.min_window_us = 1000;
   plan.ops.push_back({.op_id = 1, .shape = profiler::linear(8, 64, 32, Phase::kForward), .phase = Phase::kForward,
                       .windows = 1});
-  cli::RecordRequest req;
+  app::RecordRequest req;
   req.ports = {link};
   req.db_path = dir / "lab.db";
   req.options.plan = plan;
-  std::ostringstream out;
   std::atomic<int> interrupts{0};
   for (const char* mode : {"600MHz", "1000MHz"}) {
     req.options.power_mode = mode;
-    const auto outcomes = cli::record_boards(req, out, interrupts);
+    const auto outcomes = app::record_boards(req, {}, interrupts);
     ASSERT_EQ(outcomes.size(), 1U);
     ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
     ASSERT_TRUE(outcomes[0].mode_switch_s);
@@ -324,7 +318,7 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
   req.options.plan->ops.push_back(req.options.plan->ops.front());
   req.options.plan->ops.back().op_id = 2;
   req.options.phase_modes = devices::RecordOptions::PhaseSwitch{"1000MHz", 1};
-  const auto phased = cli::record_boards(req, out, interrupts);
+  const auto phased = app::record_boards(req, {}, interrupts);
   ASSERT_EQ(phased[0].state, devices::SessionState::kCompleted) << phased[0].error;
   {
     auto db = costdb::Database::open(req.db_path);
@@ -339,7 +333,7 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
   }
   req.options.phase_modes.reset();
   req.options.power_mode = "2000MHz";
-  const auto refused = cli::record_boards(req, out, interrupts);
+  const auto refused = app::record_boards(req, {}, interrupts);
   ASSERT_EQ(refused.size(), 1U);
   EXPECT_EQ(refused[0].state, devices::SessionState::kFailed);
   EXPECT_NE(refused[0].error.find("cannot switch to power mode 2000MHz: cpufreq has no mode '2000MHz'"),
@@ -353,7 +347,7 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
 
   // A per-phase plan executed on real tensors: the agent switches where the backward pass
   // begins, in the plan's run and in the store-all reference's, and the gradients agree.
-  cli::ValidateArgs args;
+  app::ValidateRequest args;
   args.plan.model = "mlp";
   args.plan.board = "pi4";
   args.plan.budget = "50%";
@@ -363,8 +357,7 @@ TEST(AgentPowerModes, TheHostSwitchesTheAgentsCpufreqModeBeforeEachRun) {
   args.db = (dir / "validate.db").string();
   args.port = link;
   args.execute = true;
-  std::ostringstream progress;
-  const cli::ValidateOutcome v = cli::validate(args, progress);
+  const app::ValidateOutcome v = app::validate(args);
   EXPECT_TRUE(v.gradients_match());
   auto db = costdb::Database::open_read_only(args.db);
   for (const int64_t run : {v.run_id, v.reference_run_id}) {

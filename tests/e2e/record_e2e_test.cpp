@@ -15,13 +15,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/attribute_cmd.h"
-#include "cli/record.h"
+#include "app/attribute.h"
+#include "app/record.h"
 #include "app/board_costs.h"
-#include "cli/plan_cmd.h"
+#include "app/plan.h"
 #include "app/step_plans.h"
 #include "planner/zoo.h"
-#include "cli/validate_cmd.h"
+#include "app/validate.h"
 #include "costdb/plans.h"
 #include "planner/schedule.h"
 #include "common/error.h"
@@ -47,20 +47,19 @@ class RecordEndToEnd : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  std::vector<cli::BoardOutcome> record(std::vector<std::string> ports) {
-    cli::RecordRequest req;
+  std::vector<app::BoardOutcome> record(std::vector<std::string> ports) {
+    app::RecordRequest req;
     req.ports = std::move(ports);
     req.db_path = db_path();
-    std::ostringstream out;
     std::atomic<int> interrupts{0};
-    return cli::record_boards(req, out, interrupts);
+    return app::record_boards(req, {}, interrupts);
   }
 
   fs::path db_path() const { return dir_ / "lab.db"; }
 
   /// ergon validate of the MLP on a simulated Pi 4 at half memory, into db_path().
-  cli::ValidateArgs mlp_at_half_memory() const {
-    cli::ValidateArgs args;
+  app::ValidateRequest mlp_at_half_memory() const {
+    app::ValidateRequest args;
     args.plan.model = "mlp";
     args.plan.board = "pi4";
     args.plan.budget = "50%";
@@ -168,7 +167,7 @@ TEST_F(RecordEndToEnd, ADamagedUnpluggedRunAttributesEverySpanWhoseSamplesArrive
 
   auto db = costdb::Database::open(db_path());
   const int64_t run_id = *outcomes[0].run_id;
-  const cli::AttributedRun a = cli::attribute_run(db, run_id);
+  const app::AttributedRun a = app::attribute_run(db, run_id);
   const auto run = costdb::find_run(db, run_id);
   ASSERT_EQ(a.attribution.windows.size(), run->spans) << "every span stored is accounted for";
   int covered = 0, uncovered = 0;
@@ -199,7 +198,7 @@ TEST_F(RecordEndToEnd, ADamagedUnpluggedRunAttributesEverySpanWhoseSamplesArrive
 
   // Derived rows are rebuilt, never duplicated.
   const auto first = costdb::list_op_costs(db, std::nullopt, run_id);
-  cli::attribute_run(db, run_id);
+  app::attribute_run(db, run_id);
   const auto again = costdb::list_op_costs(db, std::nullopt, run_id);
   ASSERT_EQ(first.size(), again.size());
   ASSERT_FALSE(first.empty());
@@ -215,13 +214,12 @@ TEST_F(RecordEndToEnd, ABoardMeasuredByAPowerLoggerOnItsOwnClockAttributesFromTh
   auto opts = devices::SimServerOptions{.speed = 5, .seed = 3, .logger = true};
   auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), opts);
   sim->start();
-  cli::RecordRequest req;
+  app::RecordRequest req;
   req.ports = {sim->link_name()};
   req.logger_port = sim->logger_link_name();
   req.db_path = db_path();
-  std::ostringstream out;
   std::atomic<int> interrupts{0};
-  const auto outcomes = cli::record_boards(req, out, interrupts);
+  const auto outcomes = app::record_boards(req, {}, interrupts);
   sim->stop();
   ASSERT_EQ(outcomes.size(), 2U);
   ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
@@ -234,9 +232,9 @@ TEST_F(RecordEndToEnd, ABoardMeasuredByAPowerLoggerOnItsOwnClockAttributesFromTh
   EXPECT_GT(logger_run->samples, 1000U);
   EXPECT_EQ(logger_run->board_kind, "power-logger");
   EXPECT_EQ(board_run->power_run_id, logger_run->id);
-  EXPECT_THROW(cli::attribute_run(db, logger_run->id), InputError);
+  EXPECT_THROW(app::attribute_run(db, logger_run->id), InputError);
 
-  const cli::AttributedRun a = cli::attribute_run(db, board_run->id);
+  const app::AttributedRun a = app::attribute_run(db, board_run->id);
   EXPECT_EQ(a.samples, logger_run->samples);
   const auto& truth = sim->board().truth();
   const double idle_w = sim->board().board().idle_w;
@@ -257,50 +255,6 @@ TEST_F(RecordEndToEnd, ABoardMeasuredByAPowerLoggerOnItsOwnClockAttributesFromTh
   EXPECT_GT(compared, 20);
 }
 
-TEST_F(RecordEndToEnd, AttributedCostsListAsTableJsonAndCsvWithTheirOpShapes) {
-  auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), unpaced(3));
-  sim->start();
-  const auto outcomes = record({sim->link_name()});
-  sim->stop();
-  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
-  std::ostringstream summary;
-  ASSERT_EQ(cli::run_attribute(db_path().string(), {*outcomes[0].run_id}, false, summary), 0);
-  EXPECT_NE(summary.str().find("op costs stored"), std::string::npos) << summary.str();
-
-  cli::CostsArgs args;
-  args.db = db_path().string();
-  args.json = true;
-  std::ostringstream json_out;
-  ASSERT_EQ(cli::run_costs(args, json_out), 0);
-  const auto rows = nlohmann::json::parse(json_out.str());
-  ASSERT_GE(rows.size(), 10U);
-  int convs = 0;
-  for (const auto& r : rows) {
-    EXPECT_EQ(r["board_kind"], "pi4");
-    EXPECT_GT(r["gross_energy_j"].get<double>(), r["net_energy_j"].get<double>());
-    EXPECT_GT(r["net_energy_j"].get<double>(), 0);
-    EXPECT_GE(r["sample_count"].get<int>(), 50);
-    convs += r["kind"] == "conv2d" ? 1 : 0;
-  }
-  EXPECT_GE(convs, 2);
-
-  args.json = false;
-  args.csv = (dir_ / "costs.csv").string();
-  std::ostringstream ignored;
-  ASSERT_EQ(cli::run_costs(args, ignored), 0);
-  std::ifstream csv(args.csv);
-  std::string line;
-  std::size_t lines = 0;
-  while (std::getline(csv, line)) ++lines;
-  EXPECT_EQ(lines, rows.size() + 1);  // header + one line per row
-
-  args.csv.clear();
-  args.board = "tx2";
-  std::ostringstream none;
-  ASSERT_EQ(cli::run_costs(args, none), 0);
-  EXPECT_NE(none.str().find("no op costs for board tx2"), std::string::npos) << none.str();
-}
-
 TEST_F(RecordEndToEnd, MeasuredCostsPredictShapesTheBoardNeverRanAndThePlannerUsesThem) {
   const auto board = *devices::find_board("pi4");
   auto sim = devices::SimServer::open_pty(board, unpaced(5));
@@ -311,7 +265,7 @@ TEST_F(RecordEndToEnd, MeasuredCostsPredictShapesTheBoardNeverRanAndThePlannerUs
   {
     auto db = costdb::Database::open(db_path());
     // Three sizes each way: a paging_costs row per size and direction.
-    EXPECT_EQ(cli::attribute_run(db, *outcomes[0].run_id).paging_rows, 6);
+    EXPECT_EQ(app::attribute_run(db, *outcomes[0].run_id).paging_rows, 6);
   }
   auto db = costdb::Database::open_read_only(db_path());
   const auto costs = costdb::MeasuredCosts::from_database(db, "pi4");
@@ -338,7 +292,7 @@ TEST_F(RecordEndToEnd, MeasuredCostsPredictShapesTheBoardNeverRanAndThePlannerUs
     EXPECT_NEAR(costs.page_out(bytes).time_s, truth.time_s, 0.02 * truth.time_s);
   }
 
-  cli::PlanArgs args;
+  app::PlanArgs args;
   args.model = "mlp";
   args.board = "pi4";
   args.db = db_path().string();
@@ -370,7 +324,7 @@ TEST_F(RecordEndToEnd, CostsAreKeptApartByThePowerModeTheBoardRanIn) {
   }
   {
     auto db = costdb::Database::open(db_path());
-    for (int64_t run : runs) cli::attribute_run(db, run);
+    for (int64_t run : runs) app::attribute_run(db, run);
     EXPECT_EQ(costdb::find_run(db, runs[0])->power_mode, "1500MHz");
     EXPECT_EQ(costdb::find_run(db, runs[1])->power_mode, "600MHz");
   }
@@ -397,7 +351,7 @@ TEST_F(RecordEndToEnd, CostsAreKeptApartByThePowerModeTheBoardRanIn) {
   const double dynamic_slow = slow.compute(flops, bytes).energy_j - idle_w * slow.compute(flops, bytes).time_s;
   EXPECT_NEAR(dynamic_slow / dynamic_fast, 0.5, 0.03);
 
-  cli::PlanArgs args;
+  app::PlanArgs args;
   args.model = "mlp";
   args.board = "pi4";
   args.db = db_path().string();
@@ -417,9 +371,8 @@ TEST_F(RecordEndToEnd, CostsAreKeptApartByThePowerModeTheBoardRanIn) {
 }
 
 TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsStored) {
-  const cli::ValidateArgs args = mlp_at_half_memory();
-  std::ostringstream progress;
-  const cli::ValidateOutcome o = cli::validate(args, progress);
+  const app::ValidateRequest args = mlp_at_half_memory();
+  const app::ValidateOutcome o = app::validate(args);
   const auto sim = planner::simulate(o.graph, o.schedule);
   EXPECT_EQ(o.steps, sim.computes + sim.recomputes + sim.page_ins + sim.page_outs);
   EXPECT_GT(sim.page_outs, 0) << "the schedule should page at 50 %";
@@ -438,33 +391,32 @@ TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsS
   }
 
   // The stored plan can be validated again by id: same plan, a new run.
-  cli::ValidateArgs again;
+  app::ValidateRequest again;
   again.db = db_path().string();
   again.plan_id = o.plan_id;
-  const cli::ValidateOutcome o2 = cli::validate(again, progress);
+  const app::ValidateOutcome o2 = app::validate(again);
   EXPECT_EQ(o2.plan_id, o.plan_id);
   EXPECT_NE(o2.run_id, o.run_id);
   EXPECT_EQ(o2.steps, o.steps);
   EXPECT_DOUBLE_EQ(o2.predicted_energy_j, o.predicted_energy_j);
   auto db = costdb::Database::open_read_only(db_path());
   EXPECT_EQ(costdb::list_plans(db).size(), 1U);
-  cli::ValidateArgs missing = again;
+  app::ValidateRequest missing = again;
   missing.plan_id = 999;
-  EXPECT_THROW(cli::validate(missing, progress), InputError);
+  EXPECT_THROW(app::validate(missing), InputError);
 }
 
 // A plan made in a power mode is run in that mode, again when validated by id; a per-phase
 // plan runs its forward pass in one mode and its backward pass in the other.
 TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
-  cli::ValidateArgs args = mlp_at_half_memory();
+  app::ValidateRequest args = mlp_at_half_memory();
   args.plan.power_mode = "600MHz";
-  std::ostringstream progress;
-  const cli::ValidateOutcome o = cli::validate(args, progress);
+  const app::ValidateOutcome o = app::validate(args);
   EXPECT_NEAR(o.measured_time_s, o.predicted_time_s, 0.005 * o.predicted_time_s) << "the board ran at 600 MHz";
-  cli::ValidateArgs again;
+  app::ValidateRequest again;
   again.db = db_path().string();
   again.plan_id = o.plan_id;
-  const cli::ValidateOutcome o2 = cli::validate(again, progress);
+  const app::ValidateOutcome o2 = app::validate(again);
   EXPECT_DOUBLE_EQ(o2.predicted_energy_j, o.predicted_energy_j);
   EXPECT_NEAR(o2.measured_time_s, o.measured_time_s, 0.005 * o.measured_time_s);
   {
@@ -474,7 +426,7 @@ TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
   // Per phase: the board starts at 1500 MHz and switches to 600 MHz where the backward pass
   // begins; what it measures follows the per-phase prediction, not either mode's.
   args.plan.power_mode = "1500MHz/600MHz";
-  const cli::ValidateOutcome mixed = cli::validate(args, progress);
+  const app::ValidateOutcome mixed = app::validate(args);
   EXPECT_NEAR(mixed.measured_time_s, mixed.predicted_time_s, 0.005 * mixed.predicted_time_s);
   EXPECT_NEAR(mixed.measured_energy_j, mixed.predicted_energy_j, 0.05 * mixed.predicted_energy_j);
   {
@@ -487,12 +439,12 @@ TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
                 2 * devices::find_board("pi4")->mode_switch_s, 1e-9);
   }
   args.plan.power_mode = "1500MHz";
-  const cli::ValidateOutcome fast = cli::validate(args, progress);
+  const app::ValidateOutcome fast = app::validate(args);
   EXPECT_LT(fast.measured_time_s, 0.95 * mixed.measured_time_s);
   EXPECT_LT(mixed.measured_time_s, 0.95 * o.measured_time_s);
   args.execute = true;
   args.plan.power_mode = "1500MHz/600MHz";
-  EXPECT_THROW(cli::validate(args, progress), InputError) << "executing per phase needs a board that switches";
+  EXPECT_THROW(app::validate(args), InputError) << "executing per phase needs a board that switches";
 }
 
 TEST_F(RecordEndToEnd, ProfilingAModelsOwnShapesMeasuresEveryNodeThePlannerCosts) {
@@ -501,18 +453,17 @@ TEST_F(RecordEndToEnd, ProfilingAModelsOwnShapesMeasuresEveryNodeThePlannerCosts
       planner::build_training_graph(planner::zoo_model("mlp", 1), app::BoardProfileCosts(board));
   auto sim = devices::SimServer::open_pty(board, unpaced(9));
   sim->start();
-  cli::RecordRequest req;
+  app::RecordRequest req;
   req.ports = {sim->link_name()};
   req.db_path = db_path();
   req.options.plan = app::model_profile_plan(graph, 1);
-  std::ostringstream out;
   std::atomic<int> interrupts{0};
-  const auto outcomes = cli::record_boards(req, out, interrupts);
+  const auto outcomes = app::record_boards(req, {}, interrupts);
   sim->stop();
   ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
   {
     auto db = costdb::Database::open(db_path());
-    cli::attribute_run(db, *outcomes[0].run_id);
+    app::attribute_run(db, *outcomes[0].run_id);
   }
   auto db = costdb::Database::open_read_only(db_path());
   const auto costs = costdb::MeasuredCosts::from_database(db, "pi4");

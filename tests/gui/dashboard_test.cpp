@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "cli/validate_cmd.h"
+#include "app/validate.h"
 #include "costdb/database.h"
 #include "gui/dashboard.h"
 #include "probes/power.h"
@@ -27,7 +27,7 @@ TEST(Dashboard, RendersEveryViewOfASimulatorDatabaseToAPicture) {
   fs::create_directories(dir);
   // Two plans of the MLP at half memory (POET and Checkmate), each run on a simulated Pi 4.
   for (const char* planner : {"poet", "checkmate"}) {
-    cli::ValidateArgs args;
+    app::ValidateRequest args;
     args.plan.model = "mlp";
     args.plan.board = "pi4";
     args.plan.budget = "50%";
@@ -35,8 +35,7 @@ TEST(Dashboard, RendersEveryViewOfASimulatorDatabaseToAPicture) {
     args.plan.gap = 0.01;
     args.plan.time_limit_s = 5;
     args.db = (dir / "lab.db").string();
-    std::ostringstream progress;
-    (void)cli::validate(args, progress);
+    (void)app::validate(args);
   }
   const fs::path shots = fs::path(ERGON_BINARY_DIR) / "tests" / "gui" / "screenshots";
   const auto files = gui::render_dashboard({.db = dir / "lab.db"}, shots, 1400, 900);

@@ -1,0 +1,250 @@
+#include "app/validate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <memory>
+
+#include "agent/agent.h"
+#include "app/attribute.h"
+#include "app/pareto.h"
+#include "app/record.h"
+#include "app/step_plans.h"
+#include "common/error.h"
+#include "costdb/plans.h"
+#include "devices/board_profile.h"
+#include "devices/power_control.h"
+#include "devices/sim_server.h"
+#include "planner/schedule.h"
+#include "planner/zoo.h"
+
+namespace ergon::app {
+namespace {
+
+ExecutedIteration executed_from(const devices::protocol::ExecutionReport& r) {
+  return {.loss = std::bit_cast<float>(r.loss_bits),
+          .computes = r.computes,
+          .recomputes = r.recomputes,
+          .paged_out_bytes = r.paged_out_bytes,
+          .paged_in_bytes = r.paged_in_bytes,
+          .peak_bytes = r.peak_bytes,
+          .gradient_digest = r.gradient_digest};
+}
+
+void require_zoo_model(const std::string& model, const std::string& otherwise) {
+  const auto& zoo = planner::zoo_models();
+  if (std::none_of(zoo.begin(), zoo.end(), [&](const planner::ZooEntry& z) { return z.name == model; }))
+    throw InputError("--execute runs a zoo model's tensors; '" + (model.empty() ? otherwise : model) +
+                     "' is not one (see ergon models)");
+}
+
+/// A stored plan: rebuilds the graph it was made for, checks it is the same one, and fills
+/// the outcome's graph, schedule and description.
+costdb::PlanRow stored_plan(const ValidateRequest& args, ValidateOutcome& o) {
+  auto db = costdb::Database::open_read_only(args.db);
+  auto row = costdb::find_plan_by_id(db, *args.plan_id);
+  if (!row) throw InputError("no plan " + std::to_string(*args.plan_id) + " in " + args.db);
+  if (row->schedule.empty())
+    throw InputError("plan " + std::to_string(row->id) + " has no schedule (" + row->status + ")");
+  PlanArgs graph_args;
+  graph_args.model = row->model;
+  graph_args.board = row->board_kind;
+  graph_args.power_mode = row->power_mode;
+  if (row->cost_source == costdb::PlanCostSource::kMeasured) graph_args.db = args.db;
+  o.graph = load_graph(graph_args, &o.cost_source);
+  if (graph_digest(o.graph) != row->graph_digest)
+    throw InputError("plan " + std::to_string(row->id) + " was made for a graph this ergon "
+                     "cannot rebuild from '" + row->model + "' on " + row->board_kind +
+                     " (other costs or batch size); plan it again with ergon validate --model");
+  if (args.execute) require_zoo_model(row->model, row->model);
+  o.schedule = planner::decode_schedule(row->schedule);
+  o.plan_id = row->id;
+  o.description = fmt::format("plan {}: {} on {} at {} bytes ({})", row->id, row->model,
+                              row->board_kind, row->budget_bytes, row->status);
+  return *row;
+}
+
+/// Plans the request and fills the outcome's graph, schedule and description; the plan row
+/// is stored with the validation.
+costdb::PlanRow new_plan(const ValidateRequest& args, ValidateOutcome& o) {
+  PlanArgs plan_args = args.plan;
+  plan_args.db = args.db;
+  const PlanOutcome planned = plan(plan_args);
+  if (!planned.result.schedule) throw InputError("nothing to validate: " + planned.result.why);
+  o.graph = planned.graph;
+  o.schedule = *planned.result.schedule;
+  o.cost_source = planned.cost_source;
+  o.description = fmt::format("{} at {} ({})", planned.graph.name, args.plan.budget,
+                              planner::to_string(planned.result.status));
+  const auto costs = planned.costs == CostSource::kMeasured ? costdb::PlanCostSource::kMeasured
+                                                            : costdb::PlanCostSource::kProfile;
+  const std::string model = args.plan.model.empty() ? planned.graph.name : args.plan.model;
+  costdb::PlanRow row = to_plan_row(planned.graph, model, args.plan.board, costs, graph_digest(planned.graph),
+                                    planned.request, planned.result,
+                                    {planned.switch_time_s, planned.switch_energy_j});
+  row.power_mode = planned.power_mode;
+  return row;
+}
+
+/// Where and how the board runs a schedule.
+struct RunTarget {
+  const ValidateRequest& args;
+  const planner::TrainingGraph& graph;
+  std::string board;
+  std::string model;
+  int batch = 1;
+  std::string mode;                          ///< the mode the plan's costs are of
+  std::optional<std::string> backward_mode;  ///< per-phase plans: the backward pass's mode
+};
+
+/// A per-phase run proves it switched by the board's log of the switch (PhaseModes is not
+/// acknowledged: a lost frame would have run it all in the forward pass's mode).
+void require_phase_switch(const std::string& db_path, int64_t run_id, const devices::RecordOptions& options,
+                          const std::string& backward_mode) {
+  auto db = costdb::Database::open_read_only(db_path);
+  const auto events = costdb::list_events(db, run_id);
+  const std::string needle = devices::phase_switch_line(options.phase_modes->switch_at, backward_mode);
+  if (std::none_of(events.begin(), events.end(),
+                   [&](const costdb::RunEvent& e) { return e.text.find(needle) != std::string::npos; }))
+    throw DeviceError("run " + std::to_string(run_id) + " did not switch to " + backward_mode +
+                      " for the backward phase (no such line in its events: ergon runs --events " +
+                      std::to_string(run_id) + "); its figures are not of the per-phase plan");
+}
+
+/// Runs a schedule: on a board on a port; without one, on a simulated board behind a real
+/// pseudo-terminal or (to execute on real tensors) ergon-agent's code in this process.
+BoardOutcome run_schedule(const RunTarget& t, const planner::Schedule& schedule,
+                          const devices::ProfilePlan& plan_steps) {
+  const ValidateRequest& args = t.args;
+  std::unique_ptr<devices::SimServer> sim;
+  RecordRequest rec;
+  rec.db_path = args.db;
+  rec.options.plan = plan_steps;
+  rec.options.mode = devices::protocol::StartMode::kSchedule;
+  rec.options.expected_board = devices::find_board(t.board);
+  if (t.backward_mode)  // where this schedule's backward phase begins
+    rec.options.phase_modes = devices::RecordOptions::PhaseSwitch{*t.backward_mode, backward_phase_entry(t.graph, schedule)};
+  if (args.execute) {
+    rec.options.mode = devices::protocol::StartMode::kExecute;
+    devices::ExecuteRequest e{.model = t.model, .batch = static_cast<uint16_t>(t.batch), .seed = 1, .steps = {}};
+    for (const planner::Step& st : schedule.steps)
+      e.steps.emplace_back(static_cast<uint8_t>(st.kind), static_cast<uint32_t>(st.node));
+    rec.options.execute = std::move(e);
+  }
+  std::unique_ptr<agent::AgentThread> agent;
+  if (!args.port.empty()) {
+    rec.ports = {args.port};
+    rec.options.power_mode = t.mode;  // switched first when the board is in another
+  } else if (args.execute) {
+    // ergon-agent's code on this machine, serving one pseudo-terminal, with a simulated
+    // INA219: what executes schedules on real tensors when no board is given.
+    agent::AgentOptions local;
+    local.link = "pty";
+    local.probe = "sim:ina219";
+    agent = std::make_unique<agent::AgentThread>(local);
+    rec.ports = {agent->link()};
+  } else {
+    sim = devices::SimServer::open_pty(devices::board_named(t.board),
+                                       devices::SimServerOptions{.speed = 0, .seed = 1, .power_mode = t.mode});
+    sim->start();
+    rec.ports = {sim->link_name()};
+  }
+  std::atomic<int> interrupts{0};
+  auto outcomes = record_boards(rec, {}, interrupts);
+  if (sim) sim->stop();
+  if (outcomes.empty() || !outcomes[0].run_id)
+    throw DeviceError("the board did not run the schedule: " +
+                      (outcomes.empty() ? std::string("no outcome") : outcomes[0].error));
+  if (args.execute && !outcomes[0].stats.execution)
+    throw DeviceError("the board did not execute the schedule (" + outcomes[0].error +
+                      "); an ergon-agent of protocol v3 executes schedules, a simulated board cannot");
+  if (t.backward_mode) require_phase_switch(args.db, *outcomes[0].run_id, rec.options, *t.backward_mode);
+  return outcomes[0];
+}
+
+/// Attributes the run, sums its covered steps as measured, and stores plan (when new), run
+/// and validation together.
+void store_validation(const ValidateRequest& args, const costdb::PlanRow& row, uint64_t predicted_peak_bytes,
+                      ValidateOutcome& o) {
+  auto db = costdb::Database::open(args.db);
+  const AttributedRun attributed = attribute_run(db, o.run_id);
+  for (const auto& w : attributed.attribution.windows) {
+    if (!w.covered) continue;
+    ++o.steps_attributed;
+    o.measured_energy_j += w.gross_energy_j;
+    o.measured_time_s += w.time_s;
+  }
+  if (o.plan_id == 0) o.plan_id = costdb::add_plan(db, row);
+  costdb::ValidationRow v;
+  v.plan_id = o.plan_id;
+  v.run_id = o.run_id;
+  v.predicted_energy_j = o.predicted_energy_j;
+  v.measured_energy_j = o.measured_energy_j;
+  v.predicted_time_s = o.predicted_time_s;
+  v.measured_time_s = o.measured_time_s;
+  v.predicted_peak_bytes = predicted_peak_bytes;
+  costdb::add_validation(db, v);
+  db.commit_batch();
+}
+
+}  // namespace
+
+ValidateOutcome validate(const ValidateRequest& args, const ValidateProgress& progress) {
+  auto phase = [&](ValidatePhase p) {
+    if (progress) progress(p);
+  };
+  phase(ValidatePhase::kPlanning);
+  ValidateOutcome o;
+  if (args.execute && !args.plan_id) require_zoo_model(args.plan.model, args.plan.onnx_file);
+  const costdb::PlanRow row = args.plan_id ? stored_plan(args, o) : new_plan(args, o);
+  const auto& g = o.graph;
+  RunTarget target{.args = args,
+                   .graph = g,
+                   .board = row.board_kind,
+                   .model = args.plan_id ? row.model : args.plan.model,
+                   .batch = args.plan_id ? 1 : args.plan.batch,
+                   .mode = row.power_mode,
+                   .backward_mode = std::nullopt};
+  // The board runs the schedule in the mode the plan's costs are of. Per-phase plans start in
+  // the forward pass's mode and switch where the backward phase begins.
+  if (const auto phases = split_phases(target.mode)) {
+    if (args.execute && args.port.empty())
+      throw InputError("a per-phase plan (" + target.mode + ") executed on real tensors needs a board that switches "
+                       "modes (--port); without one, drop --execute to time its steps on a simulated board");
+    target.mode = phases->first;
+    target.backward_mode = phases->second;
+  }
+  for (const auto& node : g.nodes)
+    if (node.flops == 0 && node.bytes_touched == 0 && node.time_s > 0)
+      throw InputError("the graph carries no FLOP or byte counts (a graph JSON file?): a board "
+                       "cannot execute it; validate a --model or --onnx graph");
+  const devices::ProfilePlan steps = schedule_plan(g, o.schedule);
+  if (steps.ops.size() > 0xFFFF)
+    throw InputError("the schedule has " + std::to_string(steps.ops.size()) +
+                     " steps; a run carries at most 65535");
+  o.steps = static_cast<int>(steps.ops.size());
+  const planner::ScheduleReport replay = planner::simulate(g, o.schedule);
+  o.predicted_energy_j = replay.energy_j;  // every step's cost, as the board runs them in turn
+  o.predicted_time_s = replay.compute_time_s + replay.paging_time_s;
+  o.predicted_peak_bytes = replay.peak_bytes;
+
+  phase(ValidatePhase::kRunning);
+  const BoardOutcome outcome = run_schedule(target, o.schedule, steps);
+  if (outcome.state != devices::SessionState::kCompleted) o.run_incomplete = outcome.error;
+  o.run_id = *outcome.run_id;
+  if (args.execute) {
+    o.executed = executed_from(*outcome.stats.execution);
+    phase(ValidatePhase::kReference);
+    const planner::Schedule all = planner::store_all_schedule(g);
+    const BoardOutcome reference = run_schedule(target, all, schedule_plan(g, all));
+    o.reference = executed_from(*reference.stats.execution);
+    o.reference_run_id = *reference.run_id;
+  }
+  phase(ValidatePhase::kAttributing);
+  store_validation(args, row, replay.peak_bytes, o);
+  return o;
+}
+
+}  // namespace ergon::app

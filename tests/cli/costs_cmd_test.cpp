@@ -1,0 +1,93 @@
+// ergon attribute and ergon costs on a recorded run: the summary, and the costs as a table,
+// JSON and CSV with their op shapes.
+
+#include "cli/attribute_cmd.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "app/record.h"
+#include "devices/board_profile.h"
+#include "devices/sim_server.h"
+
+namespace ergon {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CostsCommand : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ergon-costs-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::vector<app::BoardOutcome> record(std::vector<std::string> ports) {
+    app::RecordRequest req;
+    req.ports = std::move(ports);
+    req.db_path = db_path();
+    std::atomic<int> interrupts{0};
+    return app::record_boards(req, {}, interrupts);
+  }
+  fs::path db_path() const { return dir_ / "lab.db"; }
+
+  fs::path dir_;
+};
+
+devices::SimServerOptions unpaced(uint64_t seed) { return devices::SimServerOptions{.speed = 0, .seed = seed}; }
+
+TEST_F(CostsCommand, AttributedCostsListAsTableJsonAndCsvWithTheirOpShapes) {
+  auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), unpaced(3));
+  sim->start();
+  const auto outcomes = record({sim->link_name()});
+  sim->stop();
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+  std::ostringstream summary;
+  ASSERT_EQ(cli::run_attribute(db_path().string(), {*outcomes[0].run_id}, false, summary), 0);
+  EXPECT_NE(summary.str().find("op costs stored"), std::string::npos) << summary.str();
+
+  cli::CostsArgs args;
+  args.db = db_path().string();
+  args.json = true;
+  std::ostringstream json_out;
+  ASSERT_EQ(cli::run_costs(args, json_out), 0);
+  const auto rows = nlohmann::json::parse(json_out.str());
+  ASSERT_GE(rows.size(), 10U);
+  int convs = 0;
+  for (const auto& r : rows) {
+    EXPECT_EQ(r["board_kind"], "pi4");
+    EXPECT_GT(r["gross_energy_j"].get<double>(), r["net_energy_j"].get<double>());
+    EXPECT_GT(r["net_energy_j"].get<double>(), 0);
+    EXPECT_GE(r["sample_count"].get<int>(), 50);
+    convs += r["kind"] == "conv2d" ? 1 : 0;
+  }
+  EXPECT_GE(convs, 2);
+
+  args.json = false;
+  args.csv = (dir_ / "costs.csv").string();
+  std::ostringstream ignored;
+  ASSERT_EQ(cli::run_costs(args, ignored), 0);
+  std::ifstream csv(args.csv);
+  std::string line;
+  std::size_t lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, rows.size() + 1);  // header + one line per row
+
+  args.csv.clear();
+  args.board = "tx2";
+  std::ostringstream none;
+  ASSERT_EQ(cli::run_costs(args, none), 0);
+  EXPECT_NE(none.str().find("no op costs for board tx2"), std::string::npos) << none.str();
+}
+
+}  // namespace
+}  // namespace ergon
