@@ -87,14 +87,14 @@ void mark_fronts(std::vector<ParetoPoint>& points) {
 
 /// --power-mode all or MODE,MODE: each mode's sweep, against one deadline in seconds (a
 /// factor is of one pass in the board's default mode). Empty when there is one mode or none.
-std::vector<std::string> sweep_modes_of(const PlanArgs& graph) {
-  if (graph.power_mode != "all" && graph.power_mode.find(',') == std::string::npos) return {};
-  const auto board = devices::board_named(graph.board);
+std::vector<std::string> sweep_modes_of(const PlanArgs& plan) {
+  if (plan.power_mode != "all" && plan.power_mode.find(',') == std::string::npos) return {};
+  const auto board = devices::board_named(plan.board);
   std::vector<std::string> modes;
-  if (graph.power_mode == "all") {
+  if (plan.power_mode == "all") {
     for (const auto& m : board.power_modes) modes.emplace_back(m.name);
   } else {
-    std::stringstream ss(graph.power_mode);
+    std::stringstream ss(plan.power_mode);
     for (std::string m; std::getline(ss, m, ',');) modes.push_back(m);
   }
   return modes;
@@ -149,67 +149,52 @@ std::string graph_digest(const planner::TrainingGraph& graph) {
   return fmt::format("{:016x}", h);
 }
 
-std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::function<void(const std::string&)>& on_line) {
-  if (const auto modes = sweep_modes_of(args.graph); !modes.empty()) {
-    ParetoArgs a = args;
-    const auto board = devices::find_board(args.graph.board);
-    a.graph.power_mode = std::string(board->power_mode);
-    const double deadline_s = parse_deadline(args.graph.deadline, load_graph(a.graph).single_pass_time_s());
-    a.graph.deadline = std::isfinite(deadline_s) ? fmt::format("{:.9g}s", deadline_s) : "none";
-    std::vector<ParetoPoint> all;
-    for (const auto& mode : modes) {
-      a.graph.power_mode = mode;
-      auto points = pareto_sweep(a, on_line);
-      all.insert(all.end(), points.begin(), points.end());
-    }
-    mark_fronts(all);
-    return all;
-  }
-  const auto names = split_names(args.planners);
-  PlanArgs graph_args = args.graph;
+namespace {
+
+/// What every solve of one sweep shares.
+struct SweepSetup {
+  planner::TrainingGraph graph;
+  std::string digest, model, board, objective;
+  costdb::PlanCostSource costs = costdb::PlanCostSource::kProfile;
+  planner::PlanRequest base;           ///< the deadline less per-phase mode switches
+  std::optional<double> deadline_s;    ///< the user's, switches included: what a rerun looks up
+  ModeSwitches switches;
+};
+
+SweepSetup prepare(const ParetoArgs& args, const std::function<void(const std::string&)>& on_line) {
+  SweepSetup s;
+  PlanArgs graph_args = args.plan;
   if (args.measured) graph_args.db = args.db;
   std::string cost_source;
-  const planner::TrainingGraph graph = load_graph(graph_args, &cost_source);
+  s.graph = load_graph(graph_args, &cost_source);
   if (on_line && args.measured) on_line(cost_source);
-  const std::string digest = graph_digest(graph);
-  const std::string model = args.graph.model.empty()
-                                ? (args.graph.onnx_file.empty() ? graph.name : args.graph.onnx_file)
-                                : args.graph.model;
-  const std::string board = args.graph.graph_file.empty() ? args.graph.board : "graph-file";
-  planner::PlanRequest base = make_request(args.graph, graph);
-  const auto grid = budget_grid(graph, args.budgets, base.objective);
-  const std::string objective = planner::to_string(base.objective);
-  const double deadline_s = base.deadline_s;
-  const std::optional<double> deadline =
-      std::isfinite(deadline_s) ? std::optional(deadline_s) : std::nullopt;
+  s.costs = args.measured ? costdb::PlanCostSource::kMeasured : costdb::PlanCostSource::kProfile;
+  s.digest = graph_digest(s.graph);
+  s.model = args.plan.model.empty() ? (args.plan.onnx_file.empty() ? s.graph.name : args.plan.onnx_file)
+                                    : args.plan.model;
+  s.board = args.plan.graph_file.empty() ? args.plan.board : "graph-file";
+  s.base = make_request(args.plan, s.graph);
+  s.objective = planner::to_string(s.base.objective);
+  if (std::isfinite(s.base.deadline_s)) s.deadline_s = s.base.deadline_s;
   // Per-phase modes: the two switches an iteration takes come out of the deadline and go into
   // each plan's time and energy.
-  const ModeSwitches switches = mode_switches(graph_args, graph);
-  if (deadline) base.deadline_s = std::max(0.0, deadline_s - switches.time_s);
+  s.switches = mode_switches(graph_args, s.graph);
+  if (s.deadline_s) s.base.deadline_s = std::max(0.0, *s.deadline_s - s.switches.time_s);
+  return s;
+}
 
-  auto db = costdb::Database::open(args.db);
-  std::vector<ParetoPoint> points;
-  std::vector<Task> todo;
-  for (const auto& name : names) {
-    for (uint64_t budget : grid) {
-      std::optional<costdb::PlanRow> found;
-      if (!args.fresh) found = costdb::find_plan(db, digest, name, objective, budget, deadline);
-      if (found) {
-        points.push_back({.plan = std::move(*found), .reused = true});
-      } else {
-        todo.push_back({name, budget});
-      }
-    }
-  }
-  const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  const int jobs = std::clamp(args.jobs > 0 ? args.jobs : cores, 1,
-                              std::max(1, static_cast<int>(todo.size())));
-  if (on_line) {
-    on_line(fmt::format("{}: {} planners x {} budgets; {} stored already, {} to solve, {} at a time",
-                        graph.name, names.size(), grid.size(), points.size(), todo.size(), jobs));
-  }
+std::string point_line(std::size_t stored, std::size_t total, const costdb::PlanRow& row) {
+  return fmt::format("[{:>3}/{}] {:<10} budget {:>10} B  {}", stored, total, row.planner, row.budget_bytes,
+                     row.energy_j ? fmt::format("{:.6g} J ({}, {:.1f} s)", *row.energy_j, row.status, row.solve_time_s)
+                                  : row.status);
+}
 
-  // Workers solve; this thread alone writes the database (it is not thread-safe).
+/// Solves `todo` on `jobs` worker threads; this thread alone writes the database (it is not
+/// thread-safe), committing each plan as soon as it is known so that a rerun resumes. On
+/// cancel, no new solve starts and the running ones are stored. Throws the first failure.
+void solve_and_store(const ParetoArgs& args, const SweepSetup& s, const std::vector<Task>& todo, int jobs,
+                     costdb::Database& db, std::vector<ParetoPoint>& points,
+                     const std::function<void(const std::string&)>& on_line) {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<std::optional<costdb::PlanRow>> done(todo.size());
@@ -221,14 +206,14 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::functio
       std::optional<costdb::PlanRow> row;
       std::string error;
       try {
-        planner::PlanRequest req = base;
+        planner::PlanRequest req = s.base;
         req.budget_bytes = todo[i].budget_bytes;
-        req.threads = jobs > 1 ? 1 : args.graph.threads;
+        req.threads = jobs > 1 ? 1 : args.plan.threads;
         auto solver = planner::make_cbc_solver();
-        const auto r = planner::run_planner(todo[i].planner, graph, req, *solver);
-        row = to_plan_row(graph, model, board, args.measured ? costdb::PlanCostSource::kMeasured : costdb::PlanCostSource::kProfile, digest, req, r, switches);
-        row->power_mode = args.graph.power_mode;
-        row->deadline_s = deadline;  // the user's (switches included): what a rerun looks up
+        const auto r = planner::run_planner(todo[i].planner, s.graph, req, *solver);
+        row = to_plan_row(s.graph, s.model, s.board, s.costs, s.digest, req, r, s.switches);
+        row->power_mode = args.plan.power_mode;
+        row->deadline_s = s.deadline_s;
       } catch (const std::exception& e) {
         error = e.what();
       }
@@ -271,15 +256,8 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::functio
       costdb::PlanRow row = *done[i];
       lock.unlock();
       row.id = costdb::add_plan(db, row);
-      db.commit_batch();  // each plan is durable as soon as it is known: a rerun resumes
-      if (on_line) {
-        on_line(fmt::format(
-            "[{:>3}/{}] {:<10} budget {:>10} B  {}", stored, todo.size(), row.planner,
-            row.budget_bytes,
-            row.energy_j ? fmt::format("{:.6g} J ({}, {:.1f} s)", *row.energy_j, row.status,
-                                       row.solve_time_s)
-                         : row.status));
-      }
+      db.commit_batch();
+      if (on_line) on_line(point_line(stored, todo.size(), row));
       points.push_back({.plan = std::move(row)});
       if (args.on_point) args.on_point(stored, todo.size());
       lock.lock();
@@ -288,6 +266,49 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::functio
   if (!joined)
     for (auto& t : threads) t.join();
   if (failure) throw Error(*failure);
+}
+
+}  // namespace
+
+std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::function<void(const std::string&)>& on_line) {
+  if (const auto modes = sweep_modes_of(args.plan); !modes.empty()) {
+    ParetoArgs a = args;
+    const auto board = devices::find_board(args.plan.board);
+    a.plan.power_mode = std::string(board->power_mode);
+    const double deadline_s = parse_deadline(args.plan.deadline, load_graph(a.plan).single_pass_time_s());
+    a.plan.deadline = std::isfinite(deadline_s) ? fmt::format("{:.9g}s", deadline_s) : "none";
+    std::vector<ParetoPoint> all;
+    for (const auto& mode : modes) {
+      a.plan.power_mode = mode;
+      auto points = pareto_sweep(a, on_line);
+      all.insert(all.end(), points.begin(), points.end());
+    }
+    mark_fronts(all);
+    return all;
+  }
+  const auto names = split_names(args.planners);
+  const SweepSetup setup = prepare(args, on_line);
+  const auto grid = budget_grid(setup.graph, args.budgets, setup.base.objective);
+  auto db = costdb::Database::open(args.db);
+  std::vector<ParetoPoint> points;
+  std::vector<Task> todo;
+  for (const auto& name : names) {
+    for (uint64_t budget : grid) {
+      std::optional<costdb::PlanRow> found;
+      if (!args.fresh) found = costdb::find_plan(db, setup.digest, name, setup.objective, budget, setup.deadline_s);
+      if (found) {
+        points.push_back({.plan = std::move(*found), .reused = true});
+      } else {
+        todo.push_back({name, budget});
+      }
+    }
+  }
+  const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  const int jobs = std::clamp(args.jobs > 0 ? args.jobs : cores, 1, std::max(1, static_cast<int>(todo.size())));
+  if (on_line)
+    on_line(fmt::format("{}: {} planners x {} budgets; {} stored already, {} to solve, {} at a time",
+                        setup.graph.name, names.size(), grid.size(), points.size(), todo.size(), jobs));
+  solve_and_store(args, setup, todo, jobs, db, points, on_line);
   mark_fronts(points);
   return points;
 }

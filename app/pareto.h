@@ -12,7 +12,7 @@
 namespace ergon::app {
 
 struct ParetoArgs {
-  PlanArgs graph;  ///< model / onnx / graph, batch, board; deadline, gap, time limit
+  PlanArgs plan;  ///< what to plan: model / onnx / graph, batch, board and mode; deadline, gap, time limit
   std::string planners = "poet,checkmate,paging";
   int budgets = 10;  ///< points from the largest working set to store-all's peak
   int jobs = 0;      ///< concurrent solves; 0: one per core

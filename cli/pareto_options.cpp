@@ -19,13 +19,13 @@ namespace ergon::cli {
 void add_pareto_command(CLI::App& app, Commands& commands) {
   static ParetoArgs pareto;
   static ParetoOutput pareto_output;
-  pareto.graph.gap = 0.01;  // a sweep wants many points quickly
+  pareto.plan.gap = 0.01;  // a sweep wants many points quickly
   auto* pareto_cmd = app.add_subcommand(
       "pareto", "sweep memory budgets for several planners; store every plan; print the fronts");
   {
     auto* c = pareto_cmd;
-    add_graph_source(*c, pareto.graph);
-    add_board_and_mode(*c, pareto.graph,
+    add_graph_source(*c, pareto.plan);
+    add_board_and_mode(*c, pareto.plan,
                        "the board's power mode (see ergon plan --help); all, or MODE,MODE: a front "
                        "per planner and mode, against one deadline in seconds");
     c->add_option("--planners", pareto.planners,
@@ -36,8 +36,8 @@ void add_pareto_command(CLI::App& app, Commands& commands) {
                   "budget points from the largest working set to store-all's peak")
         ->capture_default_str()
         ->check(CLI::Range(1, 1000));
-    add_deadline(*c, pareto.graph);
-    add_solver(*c, pareto.graph, /*planner=*/false);
+    add_deadline(*c, pareto.plan);
+    add_solver(*c, pareto.plan, /*planner=*/false);
     c->add_option("--jobs", pareto.jobs, "plans solved at once (default: one per core)")
         ->check(CLI::NonNegativeNumber);
     c->add_option("--db", pareto.db, "database that stores every plan (a rerun resumes)")

@@ -11,14 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "planner/schedule.h"
 
 namespace ergon::cli {
 namespace {
-
-std::string mib(uint64_t bytes) {
-  return fmt::format("{:.2f} MiB", static_cast<double>(bytes) / (1 << 20));
-}
 
 /// The solver's incumbent and bound on one terminal line while it runs, and the mode being
 /// planned (--power-mode auto).
@@ -47,83 +44,81 @@ void write_schedule(const std::vector<uint8_t>& encoded, const std::string& path
   std::filesystem::rename(tmp, path);
 }
 
-}  // namespace
+/// `ergon plan --json`.
+int print_plan_json(const app::PlanOutcome& o, std::ostream& out) {
+  const auto& r = o.result;
+  const auto& sim = o.sim;
+  const planner::Objective objective = o.request.objective;
+  nlohmann::json j;
+  j["graph"] = o.graph.name;
+  j["costs"] = o.cost_source;
+  if (!o.modes.empty()) {
+    j["power_mode"] = o.power_mode;
+    j["modes"] = nlohmann::json::array();
+    for (const auto& m : o.modes)
+      j["modes"].push_back({{"mode", m.mode},
+                            {"energy_j", m.energy_j ? nlohmann::json(*m.energy_j) : nullptr},
+                            {"time_s", m.time_s ? nlohmann::json(*m.time_s) : nullptr},
+                            {"why", m.why}});
+    if (!o.per_phase_note.empty()) j["per_phase_note"] = o.per_phase_note;
+  }
+  if (o.switch_time_s > 0)
+    j["mode_switches"] = {{"count", 2}, {"time_s", o.switch_time_s}, {"energy_j", o.switch_energy_j}};
+  j["nodes"] = o.graph.size();
+  j["planner"] = r.planner;
+  j["objective"] = planner::to_string(objective);
+  j["fixed_bytes"] = o.graph.fixed_bytes;
+  j["status"] = planner::to_string(r.status);
+  j["budget_bytes"] = o.request.budget_bytes;
+  j["deadline_s"] = std::isfinite(o.request.deadline_s) ? nlohmann::json(o.request.deadline_s) : nullptr;
+  j["objective_j"] = r.schedule ? nlohmann::json(r.objective_j) : nullptr;
+  j["bound_j"] = r.bound_j;
+  j["gap"] = r.gap;
+  j["solve_time_s"] = r.solve_time_s;
+  if (!r.note.empty()) j["note"] = r.note;
+  j["model"] = {{"variables", r.variables}, {"integers", r.integers}, {"rows", r.rows},
+                {"nonzeros", r.nonzeros}};
+  j["store_all"] = {{"energy_j", planner::objective_energy_j(o.store_all, objective)},
+                    {"time_s", planner::deadline_time_s(o.store_all, objective)},
+                    {"peak_bytes", o.store_all.peak_bytes}};
+  if (sim) {
+    // energy_j and time_s are what the objective minimizes and the deadline bounds.
+    j["energy_j"] = planner::objective_energy_j(*sim, objective);
+    j["time_s"] = planner::deadline_time_s(*sim, objective);
+    j["poet_energy_j"] = sim->energy_j;
+    j["total_energy_j"] = sim->total_energy_j;
+    j["compute_time_s"] = sim->compute_time_s;
+    j["makespan_s"] = sim->makespan_s;
+    j["paging_time_s"] = sim->paging_time_s;
+    j["peak_bytes"] = sim->peak_bytes;
+    j["recomputes"] = sim->recomputes;
+    j["page_ins"] = sim->page_ins;
+    j["page_outs"] = sim->page_outs;
+    j["schedule_bytes"] = o.encoded.size();
+  } else {
+    j["why"] = r.why;
+  }
+  out << j.dump(2) << "\n";
+  return r.schedule ? 0 : 1;
+}
 
-int run_plan(const PlanArgs& args, const PlanOutput& output, std::ostream& out) {
-  const bool tty = !output.json && ::isatty(STDERR_FILENO) == 1;
-  const PlanOutcome o = app::plan(args, tty ? terminal_progress() : app::PlanProgress{});
-  if (tty) std::cerr << "\r" << std::string(64, ' ') << "\r";
-  if (o.result.schedule && !output.out.empty()) write_schedule(o.encoded, output.out);
+/// `ergon plan`'s report for people; the solver's failure on stderr.
+int print_plan_text(const PlanArgs& args, const app::PlanOutcome& o, const PlanOutput& output, std::ostream& out) {
   const auto& graph = o.graph;
   const auto& req = o.request;
   const auto& r = o.result;
   const auto& store_all = o.store_all;
   const auto& sim = o.sim;
   const auto& encoded = o.encoded;
-  const uint64_t store_all_peak = store_all.peak_bytes;
   const planner::Objective objective = req.objective;
+  const uint64_t store_all_peak = store_all.peak_bytes;
   const bool total = objective == planner::Objective::kTotal;
   const uint64_t fixed_bytes = total ? graph.fixed_bytes : 0;  // what the budget covers too
-
-  if (output.json) {
-    nlohmann::json j;
-    j["graph"] = graph.name;
-    j["costs"] = o.cost_source;
-    if (!o.modes.empty()) {
-      j["power_mode"] = o.power_mode;
-      j["modes"] = nlohmann::json::array();
-      for (const auto& m : o.modes)
-        j["modes"].push_back({{"mode", m.mode},
-                              {"energy_j", m.energy_j ? nlohmann::json(*m.energy_j) : nullptr},
-                              {"time_s", m.time_s ? nlohmann::json(*m.time_s) : nullptr},
-                              {"why", m.why}});
-      if (!o.per_phase_note.empty()) j["per_phase_note"] = o.per_phase_note;
-    }
-    if (o.switch_time_s > 0)
-      j["mode_switches"] = {{"count", 2}, {"time_s", o.switch_time_s}, {"energy_j", o.switch_energy_j}};
-    j["nodes"] = graph.size();
-    j["planner"] = r.planner;
-    j["objective"] = planner::to_string(objective);
-    j["fixed_bytes"] = graph.fixed_bytes;
-    j["status"] = planner::to_string(r.status);
-    j["budget_bytes"] = req.budget_bytes;
-    j["deadline_s"] = std::isfinite(req.deadline_s) ? nlohmann::json(req.deadline_s) : nullptr;
-    j["objective_j"] = r.schedule ? nlohmann::json(r.objective_j) : nullptr;
-    j["bound_j"] = r.bound_j;
-    j["gap"] = r.gap;
-    j["solve_time_s"] = r.solve_time_s;
-    if (!r.note.empty()) j["note"] = r.note;
-    j["model"] = {{"variables", r.variables}, {"integers", r.integers}, {"rows", r.rows},
-                  {"nonzeros", r.nonzeros}};
-    j["store_all"] = {{"energy_j", planner::objective_energy_j(store_all, objective)},
-                      {"time_s", planner::deadline_time_s(store_all, objective)},
-                      {"peak_bytes", store_all.peak_bytes}};
-    if (sim) {
-      // energy_j and time_s are what the objective minimizes and the deadline bounds.
-      j["energy_j"] = planner::objective_energy_j(*sim, objective);
-      j["time_s"] = planner::deadline_time_s(*sim, objective);
-      j["poet_energy_j"] = sim->energy_j;
-      j["total_energy_j"] = sim->total_energy_j;
-      j["compute_time_s"] = sim->compute_time_s;
-      j["makespan_s"] = sim->makespan_s;
-      j["paging_time_s"] = sim->paging_time_s;
-      j["peak_bytes"] = sim->peak_bytes;
-      j["recomputes"] = sim->recomputes;
-      j["page_ins"] = sim->page_ins;
-      j["page_outs"] = sim->page_outs;
-      j["schedule_bytes"] = encoded.size();
-    } else {
-      j["why"] = r.why;
-    }
-    out << j.dump(2) << "\n";
-    return r.schedule ? 0 : 1;
-  }
-
   const double store_all_j = planner::objective_energy_j(store_all, objective);
   const double store_all_s = planner::deadline_time_s(store_all, objective);
   out << fmt::format("{}: {} training nodes, store-all peak {}{}, one pass {:.4g} s / {:.4g} J\n",
-                     graph.name, graph.size(), mib(store_all_peak),
-                     total ? fmt::format(" + {} fixed", mib(fixed_bytes)) : std::string(),
+                     graph.name, graph.size(), format_bytes(store_all_peak),
+                     total ? fmt::format(" + {} fixed", format_bytes(fixed_bytes)) : std::string(),
                      store_all_s, store_all_j);
   // A fallback is a warning: stderr, so that scripts reading stdout still see it on a terminal.
   (o.costs == app::CostSource::kProfileFallback ? std::cerr : out) << o.cost_source << "\n";
@@ -141,9 +136,9 @@ int run_plan(const PlanArgs& args, const PlanOutput& output, std::ostream& out) 
                        o.switch_time_s, o.switch_energy_j);
   const uint64_t activation_budget = planner::activation_budget_bytes(graph, req);
   out << fmt::format("budget {}{} ({:.0f}% of store-all's activations), deadline {}, objective {}\n",
-                     mib(req.budget_bytes),
-                     total ? fmt::format(": {} fixed + {} activations", mib(fixed_bytes),
-                                         mib(activation_budget))
+                     format_bytes(req.budget_bytes),
+                     total ? fmt::format(": {} fixed + {} activations", format_bytes(fixed_bytes),
+                                         format_bytes(activation_budget))
                            : std::string(),
                      100.0 * static_cast<double>(activation_budget) /
                          static_cast<double>(store_all_peak),
@@ -178,12 +173,22 @@ int run_plan(const PlanArgs& args, const PlanOutput& output, std::ostream& out) 
     out << fmt::format("  time    {:.6g} s   ({:+.2f}%; paging {:.4g} s more)\n", time_s,
                        100 * (time_s / store_all_s - 1), sim->paging_time_s);
   }
-  out << fmt::format("  peak    {}   ({:.0f}% of store-all)\n", mib(sim->peak_bytes),
+  out << fmt::format("  peak    {}   ({:.0f}% of store-all)\n", format_bytes(sim->peak_bytes),
                      100.0 * static_cast<double>(sim->peak_bytes) / static_cast<double>(store_all_peak));
   out << fmt::format("  {} recomputations, {} page-outs, {} page-ins; schedule {} bytes encoded{}\n",
                      sim->recomputes, sim->page_outs, sim->page_ins, encoded.size(),
                      output.out.empty() ? "" : " -> " + output.out);
   return 0;
+}
+
+}  // namespace
+
+int run_plan(const PlanArgs& args, const PlanOutput& output, std::ostream& out) {
+  const bool tty = !output.json && ::isatty(STDERR_FILENO) == 1;
+  const PlanOutcome o = app::plan(args, tty ? terminal_progress() : app::PlanProgress{});
+  if (tty) std::cerr << "\r" << std::string(64, ' ') << "\r";
+  if (o.result.schedule && !output.out.empty()) write_schedule(o.encoded, output.out);
+  return output.json ? print_plan_json(o, out) : print_plan_text(args, o, output, out);
 }
 
 }  // namespace ergon::cli

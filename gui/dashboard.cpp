@@ -225,9 +225,9 @@ class Dashboard : public QMainWindow {
   /// solves finish and starts no more.
   void start_sweep() {
     app::ParetoArgs args;
-    args.graph.model = model_->currentText().toStdString();
-    args.graph.board = board_->currentText().toStdString();
-    args.graph.time_limit_s = 10;
+    args.plan.model = model_->currentText().toStdString();
+    args.plan.board = board_->currentText().toStdString();
+    args.plan.time_limit_s = 10;
     args.planners = planners_->text().toStdString();
     args.budgets = budgets_->value();
     args.db = options_.db.string();

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <map>
 
+#include "common/units.h"
 #include "profiler/op.h"
 
 namespace ergon::gui {
@@ -48,7 +49,7 @@ QColor phase_color(profiler::Phase p) {
   }
 }
 
-QString mib(uint64_t bytes) { return QString::number(static_cast<double>(bytes) / (1 << 20), 'f', 2) + " MiB"; }
+QString bytes_text(uint64_t bytes) { return QString::fromStdString(format_bytes(bytes)); }
 
 }  // namespace
 
@@ -226,7 +227,7 @@ void ScheduleCompareView::set_schedules(const std::optional<Side>& left, const s
                 .arg(s.title)
                 .arg(t.energy_j, 0, 'g', 6)
                 .arg(t.time_s, 0, 'g', 6)
-                .arg(mib(t.peak_bytes))
+                .arg(bytes_text(t.peak_bytes))
                 .arg(t.recomputes)
                 .arg(t.page_ins)
                 .arg(t.page_outs);

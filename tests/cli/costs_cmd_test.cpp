@@ -4,44 +4,23 @@
 #include "cli/attribute_cmd.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
-#include "app/record.h"
 #include "devices/board_profile.h"
 #include "devices/sim_server.h"
+#include "tests/support/recording_test.h"
 
 namespace ergon {
 namespace {
 
 namespace fs = std::filesystem;
 
-class CostsCommand : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("ergon-costs-" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::vector<app::BoardOutcome> record(std::vector<std::string> ports) {
-    app::RecordRequest req;
-    req.ports = std::move(ports);
-    req.db_path = db_path();
-    std::atomic<int> interrupts{0};
-    return app::record_boards(req, {}, interrupts);
-  }
-  fs::path db_path() const { return dir_ / "lab.db"; }
-
-  fs::path dir_;
-};
+class CostsCommand : public testing::RecordingTest {};
 
 devices::SimServerOptions unpaced(uint64_t seed) { return devices::SimServerOptions{.speed = 0, .seed = seed}; }
 

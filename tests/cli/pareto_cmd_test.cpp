@@ -32,13 +32,13 @@ class ParetoTest : public ::testing::Test {
 
   ParetoArgs mlp_sweep() const {
     ParetoArgs a;
-    a.graph.model = "mlp";
-    a.graph.board = "nrf52840";
-    a.graph.gap = 0.01;
-    a.graph.time_limit_s = 5;
+    a.plan.model = "mlp";
+    a.plan.board = "nrf52840";
+    a.plan.gap = 0.01;
+    a.plan.time_limit_s = 5;
     // POET's objective: paging alone works down to the largest working set, the grid's
     // lowest point (under total, a page-in holds its memory while it runs).
-    a.graph.objective = "poet";
+    a.plan.objective = "poet";
     a.planners = "poet,paging";
     a.budgets = 4;
     a.jobs = 2;
@@ -100,11 +100,11 @@ TEST_F(ParetoTest, FrontPointsGetCheaperAsTheBudgetGrows) {
 TEST_F(ParetoTest, TotalObjectivePlansAreStoredApartWithFixedBytesInTheirBudgets) {
   app::pareto_sweep(mlp_sweep());
   auto total = mlp_sweep();
-  total.graph.objective = "total";
+  total.plan.objective = "total";
   total.planners = "poet,store-all";
   const auto points = app::pareto_sweep(total);
   ASSERT_EQ(points.size(), 8U);
-  const auto graph = app::load_graph(total.graph);
+  const auto graph = app::load_graph(total.plan);
   for (const auto& p : points) {
     EXPECT_FALSE(p.reused) << "a POET-objective plan was taken for a total one";
     EXPECT_EQ(p.plan.objective, "total");
@@ -162,9 +162,9 @@ TEST_F(ParetoTest, ProgressCountsEveryStoredPlanAndACanceledSweepStartsNoSolve) 
 
 TEST_F(ParetoTest, EveryPowerModeGetsItsOwnFrontAgainstOneDeadline) {
   ParetoArgs args = mlp_sweep();
-  args.graph.board = "tx2";
-  args.graph.power_mode = "all";
-  args.graph.deadline = "3x";  // of one pass at MAXN, for every mode
+  args.plan.board = "tx2";
+  args.plan.power_mode = "all";
+  args.plan.deadline = "3x";  // of one pass at MAXN, for every mode
   args.planners = "paging";  // the modes are under test: a quick planner
   args.budgets = 3;
   const auto points = app::pareto_sweep(args);
@@ -190,9 +190,9 @@ TEST_F(ParetoTest, EveryPowerModeGetsItsOwnFrontAgainstOneDeadline) {
 // iteration takes, and a rerun finds them again under the user's deadline.
 TEST_F(ParetoTest, APerPhasePairIsASeriesWhosePlansIncludeTheModeSwitches) {
   ParetoArgs args = mlp_sweep();
-  args.graph.board = "pi4";
-  args.graph.power_mode = "1500MHz,1500MHz/600MHz";
-  args.graph.deadline = "3x";
+  args.plan.board = "pi4";
+  args.plan.power_mode = "1500MHz,1500MHz/600MHz";
+  args.plan.deadline = "3x";
   args.planners = "paging";
   args.budgets = 2;
   const auto points = app::pareto_sweep(args);
@@ -200,7 +200,7 @@ TEST_F(ParetoTest, APerPhasePairIsASeriesWhosePlansIncludeTheModeSwitches) {
   const double switches_s = 2 * devices::find_board("pi4")->mode_switch_s;
   for (const auto& p : points) {
     ASSERT_TRUE(p.plan.time_s) << p.plan.status;
-    PlanArgs one = args.graph;
+    PlanArgs one = args.plan;
     one.planner = "paging";
     one.power_mode = p.plan.power_mode;
     one.budget = std::to_string(p.plan.budget_bytes);

@@ -21,6 +21,7 @@
 #include "app/plan.h"
 #include "app/step_plans.h"
 #include "planner/zoo.h"
+#include "tests/support/recording_test.h"
 #include "app/validate.h"
 #include "costdb/plans.h"
 #include "planner/schedule.h"
@@ -36,27 +37,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class RecordEndToEnd : public ::testing::Test {
+class RecordEndToEnd : public testing::RecordingTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("ergon-e2e-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::vector<app::BoardOutcome> record(std::vector<std::string> ports) {
-    app::RecordRequest req;
-    req.ports = std::move(ports);
-    req.db_path = db_path();
-    std::atomic<int> interrupts{0};
-    return app::record_boards(req, {}, interrupts);
-  }
-
-  fs::path db_path() const { return dir_ / "lab.db"; }
-
   /// ergon validate of the MLP on a simulated Pi 4 at half memory, into db_path().
   app::ValidateRequest mlp_at_half_memory() const {
     app::ValidateRequest args;
@@ -68,8 +50,6 @@ class RecordEndToEnd : public ::testing::Test {
     args.db = db_path().string();
     return args;
   }
-
-  fs::path dir_;
 };
 
 devices::SimServerOptions unpaced(uint64_t seed = 1) {
