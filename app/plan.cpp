@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -163,6 +164,7 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
 namespace {
 
 PlanOutcome plan_every_mode(const PlanArgs& args, const PlanProgress& progress) {
+  const auto start = std::chrono::steady_clock::now();
   const auto board = devices::board_named(args.board);
   std::vector<std::string> modes;
   if (!args.db.empty() && std::filesystem::exists(args.db)) {
@@ -224,6 +226,9 @@ PlanOutcome plan_every_mode(const PlanArgs& args, const PlanProgress& progress) 
     }
     if (progress.on_mode) progress.on_mode(mode, n + 1, candidates.size());
     a.power_mode = mode;
+    // The limit is the whole command's: each mode left gets an equal share of what remains.
+    const double left_s = args.time_limit_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    a.time_limit_s = std::max(0.5, left_s / static_cast<double>(order.size() - n));
     PlanOutcome o = plan(a, progress);
     PlanOutcome::ModeTried t{mode, std::nullopt, std::nullopt, o.result.why};
     if (o.sim) {
@@ -250,12 +255,17 @@ PlanOutcome plan_every_mode(const PlanArgs& args, const PlanProgress& progress) 
 
 PlanOutcome plan(const PlanArgs& args, const PlanProgress& progress) {
   if (args.power_mode == "auto") return plan_every_mode(args, progress);
+  if (!(args.time_limit_s > 0)) throw InputError("--time-limit must be positive");
+  const auto start = std::chrono::steady_clock::now();
   parse_objective(args.objective);  // a typo fails before the graph is built
   PlanOutcome o;
   o.graph = load_graph(args, &o.cost_source, &o.costs);
   const auto& graph = o.graph;
   auto& req = o.request;
   req = make_request(args, graph);
+  // The limit is the command's: what building the graph took is not the planner's.
+  const double built_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  req.time_limit_s = std::max(0.5, args.time_limit_s - built_s);
   req.progress = progress.on_solve;
   // Per-phase modes: two switches an iteration (into the backward pass's mode and back).
   const ModeSwitches switches = mode_switches(args, graph);

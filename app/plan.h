@@ -26,7 +26,8 @@ struct PlanArgs {
   std::string deadline = "none";
   std::string objective = "total";
   std::string planner = "poet";
-  double time_limit_s = 60;
+  /// Bounds the whole plan: graph build, bounds, heuristics and solver (all modes with auto).
+  double time_limit_s = 10;
   double gap = 1e-6;
   int threads = 2;
   /// Cost database to take the board's measured costs from (empty: the board's profile).

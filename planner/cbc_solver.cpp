@@ -241,7 +241,8 @@ class CbcSolver final : public MilpSolver {
     const int fd = fds[0];
 
     // A grace period past the limit for CBC to wrap up before it is stopped by force.
-    const double hard_limit_s = options.time_limit_s * 1.1 + std::min(5.0, 1 + options.time_limit_s / 4);
+    const double hard_limit_s =
+        options.kill_after_s.value_or(options.time_limit_s * 1.1 + std::min(5.0, 1 + options.time_limit_s / 4));
     bool got_result = false;
     bool killed = false;
     std::optional<double> last_bound;

@@ -54,6 +54,10 @@ struct SolveOptions {
   std::optional<std::vector<double>> fallback;
   std::function<void(const SolveProgress&)> progress;
   bool solver_log = false;  ///< let the backend print its own log to stdout
+  /// Stop the backend by force this long after the call began, whatever it is doing (its
+  /// best solution so far is lost when it cannot report it in time). Unset: the backend's
+  /// own grace past time_limit_s.
+  std::optional<double> kill_after_s;
   /// Backend-specific settings by name (for CBC: its command-line parameters, e.g.
   /// {"preprocess", "off"}); unknown names are the backend's to reject.
   std::vector<std::pair<std::string, std::string>> backend_parameters;

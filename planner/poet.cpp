@@ -360,6 +360,38 @@ std::optional<PlanResult> best_contained_baseline(const TrainingGraph& graph,
   return best;
 }
 
+/// A plan of a model POET contains (POET limited to paging, or to recomputation), solved for
+/// at most `limit_s` from that model's own greedy plan: a warm start the full model's search
+/// may take long to find (a paging-only optimum is often proven in a fraction of a second).
+/// nullopt when neither the greedy search nor the solver finds one in time, or the plan
+/// breaks the budget or deadline as the full model measures it.
+std::optional<StagePlan> contained_plan(const TrainingGraph& graph, const PlanRequest& req, AllowedMoves moves,
+                                        double limit_s, MilpSolver& solver) {
+  PlanRequest sub = req;
+  sub.allowed = moves;
+  std::optional<StagePlan> plan = greedy_stage_plan(graph, req.budget_bytes, req.deadline_s, moves, limit_s / 4,
+                                                    req.objective, 0, limit_s / 2);
+  PoetModel model(graph, sub);
+  SolveOptions options;
+  options.time_limit_s = std::max(0.2, limit_s * 0.75);  // CBC overruns its limit a little
+  options.relative_gap = req.relative_gap;
+  options.threads = req.threads;
+  options.backend_parameters = req.solver_parameters;
+  if (plan) {
+    options.warm_start = model.assignment(*plan, sub);
+    options.fallback = options.warm_start;
+  }
+  const SolveResult solved = solver.solve(model.model(), options);
+  if (solved.call == CallStatus::kOk && solved.has_solution()) {
+    StagePlan found = model.plan_from(solved.x);
+    if (check_stage_plan(graph, found).empty()) plan = std::move(found);
+  }
+  if (!plan) return std::nullopt;
+  const StagePlanCosts costs = evaluate_stage_plan(graph, *plan, req.objective);
+  if (costs.peak_bytes > req.budget_bytes || costs.deadline_time_s > req.deadline_s * (1 + 1e-9)) return std::nullopt;
+  return plan;
+}
+
 /// The smallest budget (within 1 %) at which the greedy heuristic finds a plan, between the
 /// request's budget and store-all's peak: guidance when nothing was found at the budget.
 std::optional<uint64_t> smallest_greedy_budget(const TrainingGraph& graph,
@@ -474,15 +506,46 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     }
   }
 
+  // POET's moves contain paging-only and recomputation-only schedules: their models, smaller
+  // and often solved fast, give warm starts the full search may not reach in its time.
+  // Each gets a fifth of the time left (at least a second); POET's answer is then never
+  // worse than what they find.
+  if (req.allowed.recompute && req.allowed.paging && req.time_limit_s - seconds_since(start) > 3.0) {
+    for (const AllowedMoves moves : {AllowedMoves{.recompute = false, .paging = true},
+                                     AllowedMoves{.recompute = true, .paging = false}}) {
+      const double limit_s = std::max(1.0, (req.time_limit_s - seconds_since(start)) / 5);
+      auto plan = contained_plan(graph, req, moves, limit_s, solver);
+      if (!plan) continue;
+      const double energy_j = evaluate_stage_plan(graph, *plan, req.objective).energy_j;
+      if (heuristic && energy_j >= evaluate_stage_plan(graph, *heuristic, req.objective).energy_j) continue;
+      if (fallback && energy_j >= fallback->objective_j) continue;  // the baseline stays ahead
+      if (!poet.assignment(*plan, req)) continue;
+      heuristic = std::move(plan);
+    }
+    if (heuristic) {
+      claim(graph, *heuristic, bound_j, req, result);
+      if (result.status == ModelStatus::kOptimal) {
+        result.solve_time_s = seconds_since(start);
+        return result;
+      }
+    }
+  }
+
   // Too little time left for branch and bound: the heuristic and the bound are the answer.
   if (heuristic && req.time_limit_s - seconds_since(start) < 1.0) {
     result.solve_time_s = seconds_since(start);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "the time limit (%.3g s) left no time for branch and bound: a %.3g %% gap",
+                  req.time_limit_s, 100 * result.gap);
+    result.note = buf;
     return result;
   }
   SolveOptions options;
-  // CBC may overrun its limit by 10 % and a grace period before it is stopped: leave room
-  // for both within the request's limit.
-  options.time_limit_s = std::max(1.0, (req.time_limit_s - seconds_since(start) - 2) / 1.35);
+  // The request's limit bounds the whole call: CBC gets what is left less its usual overrun,
+  // and is stopped by force half a second past the limit (the warm start then stands).
+  const double left_s = req.time_limit_s - seconds_since(start);
+  options.time_limit_s = std::max(0.5, (left_s - 0.3) / 1.1);
+  options.kill_after_s = std::max(left_s, options.time_limit_s) + 0.5;
   options.relative_gap = req.relative_gap;
   options.threads = req.threads;
   options.backend_parameters = req.solver_parameters;
@@ -547,6 +610,20 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   const StagePlan plan = poet.plan_from(solved.x);
   assert(check_stage_plan(graph, plan).empty());
   claim(graph, plan, std::max(solved.bound / scale, bound_j), req, result);
+  if (result.status == ModelStatus::kFeasible && result.note.empty()) {
+    // Not proven within the gap asked for: say what stopped the search.
+    char buf[200];
+    if (solved.solve_time_s >= options.time_limit_s * 0.95) {
+      std::snprintf(buf, sizeof buf, "the time limit (%.3g s) stopped the search at a %.3g %% gap (asked: %.3g %%)",
+                    req.time_limit_s, 100 * result.gap, 100 * req.relative_gap);
+    } else {
+      std::snprintf(buf, sizeof buf,
+                    "the solver stopped after %.3g s of its %.3g s without closing the gap to %.3g %% (%s)",
+                    solved.solve_time_s, options.time_limit_s, 100 * req.relative_gap,
+                    solved.message.empty() ? "its own node or stall limits" : solved.message.c_str());
+    }
+    result.note = buf;
+  }
   return result;
 }
 

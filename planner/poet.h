@@ -21,7 +21,7 @@ struct PlanRequest {
   bool activations_only = false;
   /// kPoet: compute time of the iteration (paging time not counted); kTotal: its makespan.
   double deadline_s = 0;
-  double time_limit_s = 60;
+  double time_limit_s = 10;  ///< bounds the whole call, solver included
   double relative_gap = 1e-6;
   int threads = 1;
   /// POET may recompute and page; turning one off gives the Checkmate-style remat-only MILP
