@@ -44,6 +44,10 @@ class MeasuredCostModel final : public planner::CostModel {
   }
   [[nodiscard]] double idle_power_w() const override { return costs_.idle_power_w(); }
   [[nodiscard]] const costdb::MeasuredCosts& costs() const { return costs_; }
+  /// The 1 sigma relative uncertainty of one pass's energy over `graph` (built on these
+  /// costs): measured shapes' spreads add in quadrature, the fit's error adds linearly (every
+  /// shape it serves shares it).
+  [[nodiscard]] double energy_rel_sigma(const planner::TrainingGraph& graph) const;
 
  private:
   costdb::MeasuredCosts costs_;

@@ -35,6 +35,20 @@ planner::Objective parse_objective(const std::string& text) {
   throw InputError("objective '" + text + "' is unknown (known: total, poet)");
 }
 
+GapChoice choose_gap(const PlanArgs& args, const planner::TrainingGraph& graph) {
+  if (args.gap) return {*args.gap, "as asked (--gap)"};
+  if (graph.energy_rel_sigma) {
+    const double sigma = *graph.energy_rel_sigma;
+    return {std::clamp(sigma, kMinDefaultGap, kMaxDefaultGap),
+            fmt::format("the measured costs' 1-sigma uncertainty in one pass's energy ({:.2g} %{}); --gap overrides",
+                        100 * sigma,
+                        sigma < kMinDefaultGap   ? ", raised to the 0.1 % floor"
+                        : sigma > kMaxDefaultGap ? ", capped at 5 %"
+                                                 : "")};
+  }
+  return {kProfileGap, "the default for published profiles (costs known to about 1 %); --gap overrides"};
+}
+
 planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingGraph& graph) {
   planner::PlanRequest req;
   req.objective = parse_objective(args.objective);
@@ -46,7 +60,7 @@ planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingG
                      (percent ? fixed_bytes : 0);
   req.deadline_s = parse_deadline(args.deadline, graph.single_pass_time_s());
   req.time_limit_s = args.time_limit_s;
-  req.relative_gap = args.gap;
+  req.relative_gap = choose_gap(args, graph).gap;
   req.threads = args.threads;
   return req;
 }
@@ -150,6 +164,7 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
   }
   auto graph = measured ? planner::build_training_graph(forward, *measured)
                         : planner::build_training_graph(forward, app::BoardProfileCosts(board));
+  if (measured) graph.energy_rel_sigma = measured->energy_rel_sigma(graph);
   graph.name = fmt::format("{} batch {} on {}", args.model.empty() ? args.onnx_file : args.model,
                            args.batch, args.board);
   if (!forward.import_note.empty()) source += "\n" + args.onnx_file + ": " + forward.import_note;
@@ -263,6 +278,7 @@ PlanOutcome plan(const PlanArgs& args, const PlanProgress& progress) {
   const auto& graph = o.graph;
   auto& req = o.request;
   req = make_request(args, graph);
+  o.gap = choose_gap(args, graph);
   // The limit is the command's: what building the graph took is not the planner's.
   const double built_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   req.time_limit_s = std::max(0.5, args.time_limit_s - built_s);

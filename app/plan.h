@@ -28,7 +28,8 @@ struct PlanArgs {
   std::string planner = "poet";
   /// Bounds the whole plan: graph build, bounds, heuristics and solver (all modes with auto).
   double time_limit_s = 10;
-  double gap = 1e-6;
+  /// The relative optimality gap to prove; unset: choose_gap's default from the costs.
+  std::optional<double> gap;
   int threads = 2;
   /// Cost database to take the board's measured costs from (empty: the board's profile).
   std::string db;
@@ -46,6 +47,20 @@ uint64_t parse_budget(const std::string& text, uint64_t store_all_bytes);
 double parse_deadline(const std::string& text, double single_pass_s);
 /// "poet" or "total"; throws InputError naming the known ones.
 planner::Objective parse_objective(const std::string& text);
+
+/// No plan should prove a gap far below what its costs are known to.
+inline constexpr double kProfileGap = 1e-3;     ///< published profiles: costs known to about 1 %
+inline constexpr double kMinDefaultGap = 1e-3;  ///< measured costs: the floor of the default
+inline constexpr double kMaxDefaultGap = 0.05;  ///< and its ceiling
+
+/// The gap a plan proves, and why that one: --gap when given; on measured costs their 1 sigma
+/// relative uncertainty in one pass's energy (within 0.1 % to 5 %); on published profiles
+/// kProfileGap.
+struct GapChoice {
+  double gap = kProfileGap;
+  std::string why;
+};
+GapChoice choose_gap(const PlanArgs& args, const planner::TrainingGraph& graph);
 
 /// The request `ergon plan` and `ergon pareto` make of `args` on `graph`: budget in the
 /// objective's terms (a percentage is of store-all's activation peak, with fixed bytes added
@@ -87,6 +102,7 @@ struct PlanOutcome {
   planner::TrainingGraph graph;
   std::string cost_source;  ///< which costs the graph carries, in words
   CostSource costs = CostSource::kProfile;
+  GapChoice gap;  ///< the gap the plan was asked to prove, and why
   planner::PlanRequest request;
   planner::PlanResult result;
   planner::ScheduleReport store_all;            ///< the reference every plan is compared to

@@ -77,8 +77,9 @@ void add_solver(CLI::App& cmd, app::PlanArgs& args, bool planner) {
   cmd.add_option("--time-limit", args.time_limit_s, "solver time limit, seconds")
       ->capture_default_str()
       ->check(number_at_least(false));
-  cmd.add_option("--gap", args.gap, "relative optimality gap to prove")
-      ->capture_default_str()
+  cmd.add_option("--gap", args.gap,
+                 "relative optimality gap to prove (default: 0.001 on published profiles; on measured costs their "
+                 "1-sigma uncertainty in one pass's energy, within 0.001 to 0.05)")
       ->check(number_at_least(true));
   cmd.add_option("--threads", args.threads, "solver threads")
       ->capture_default_str()

@@ -74,6 +74,7 @@ int print_plan_json(const app::PlanOutcome& o, std::ostream& out) {
   j["objective_j"] = r.schedule ? nlohmann::json(r.objective_j) : nullptr;
   j["bound_j"] = r.bound_j;
   j["gap"] = r.gap;
+  j["gap_asked"] = {{"gap", o.gap.gap}, {"why", o.gap.why}};
   j["solve_time_s"] = r.solve_time_s;
   if (!r.note.empty()) j["note"] = r.note;
   j["model"] = {{"variables", r.variables}, {"integers", r.integers}, {"rows", r.rows},
@@ -155,8 +156,8 @@ int print_plan_text(const PlanArgs& args, const app::PlanOutcome& o, const PlanO
     std::cerr << "ergon: " << r.why << "\n";
     return 1;
   }
-  out << fmt::format("{} in {:.2f} s (bound {:.6g} J, gap {:.3g}%)\n", planner::to_string(r.status),
-                     r.solve_time_s, r.bound_j, 100 * r.gap);
+  out << fmt::format("{} in {:.2f} s (bound {:.6g} J, gap {:.3g}%; asked {:.3g}%: {})\n", planner::to_string(r.status),
+                     r.solve_time_s, r.bound_j, 100 * r.gap, 100 * o.gap.gap, o.gap.why);
   if (!r.note.empty()) out << "  note: " << r.note << "\n";
   const double energy_j = planner::objective_energy_j(*sim, objective);
   const double time_s = planner::deadline_time_s(*sim, objective);

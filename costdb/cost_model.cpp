@@ -156,10 +156,13 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
     row.phase = static_cast<profiler::Phase>(std::get<1>(key));
     row.flops = std::get<2>(key);
     row.bytes = std::get<3>(key);
+    double variance = 0;
     for (const OpCostRow* r : group) {
       row.time_s += r->time_s / static_cast<double>(group.size());
       row.energy_j += r->gross_energy_j / static_cast<double>(group.size());
+      variance += std::pow(r->energy_j_stddev.value_or(0), 2);
     }
+    row.energy_sigma_j = std::sqrt(variance) / static_cast<double>(group.size());
     m.rows_.push_back(row);
   }
   m.runs_ = static_cast<int>(runs.size());
@@ -249,7 +252,7 @@ std::optional<MeasuredCosts::Cost> MeasuredCosts::exact(bool paging, profiler::P
   for (const Row& r : rows_) {
     if ((r.kind == "paging") != paging || r.bytes != bytes) continue;
     if (paging ? r.phase != phase : r.flops != flops) continue;
-    return Cost{.time_s = r.time_s, .energy_j = r.energy_j, .measured = true};
+    return Cost{.time_s = r.time_s, .energy_j = r.energy_j, .measured = true, .energy_sigma_j = r.energy_sigma_j};
   }
   return std::nullopt;
 }
@@ -260,16 +263,16 @@ MeasuredCosts::Cost MeasuredCosts::compute(uint64_t flops, uint64_t bytes) const
   const auto b = static_cast<double>(bytes);
   const double time_s = compute_time_.predict(f, b);
   const bool compute_bound = compute_time_.coef[1] * f >= compute_time_.coef[2] * b;
-  return {.time_s = time_s,
-          .energy_j = time_s * (compute_bound ? compute_power_.compute_bound_w
-                                              : compute_power_.memory_bound_w)};
+  const double energy_j = time_s * (compute_bound ? compute_power_.compute_bound_w : compute_power_.memory_bound_w);
+  const double rel_error = std::hypot(compute_time_.cv_median, compute_power_.cv_median);
+  return {.time_s = time_s, .energy_j = energy_j, .energy_sigma_j = rel_error * energy_j};
 }
 
 MeasuredCosts::Cost MeasuredCosts::paging(profiler::Phase phase, uint64_t bytes,
                                           const LinearFit& time, double power_w) const {
   if (auto c = exact(true, phase, 0, bytes)) return *c;
   const double time_s = time.predict(static_cast<double>(bytes), 0);
-  return {.time_s = time_s, .energy_j = time_s * power_w};
+  return {.time_s = time_s, .energy_j = time_s * power_w, .energy_sigma_j = time.cv_median * time_s * power_w};
 }
 
 MeasuredCosts::Cost MeasuredCosts::page_in(uint64_t bytes) const {

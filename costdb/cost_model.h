@@ -67,6 +67,10 @@ class MeasuredCosts {
     double time_s = 0;
     double energy_j = 0;
     bool measured = false;  ///< an exact measurement at this shape, not the regression
+    /// 1 sigma of energy_j: a measured shape's spread over its repetitions (independent from
+    /// shape to shape); the regression's cross-validated median error otherwise (shared by
+    /// every shape the fit serves).
+    double energy_sigma_j = 0;
   };
 
   /// An op of `flops` that reads and writes `bytes` (time ~ flops and bytes, energy likewise).
@@ -104,6 +108,7 @@ class MeasuredCosts {
     uint64_t bytes = 0;  ///< read + written; for paging, moved
     double time_s = 0;
     double energy_j = 0;
+    double energy_sigma_j = 0;  ///< of the mean over the runs that measured the shape
   };
   [[nodiscard]] std::optional<Cost> exact(bool paging, profiler::Phase phase, uint64_t flops,
                                           uint64_t bytes) const;

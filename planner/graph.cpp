@@ -141,6 +141,8 @@ TrainingGraph per_phase_graph(const TrainingGraph& forward_mode, const TrainingG
     if (late.phase != g.nodes[k].phase || late.output_bytes != g.nodes[k].output_bytes)
       throw InputError("per-phase modes need the same graph in both modes (node " + std::to_string(k) + " differs)");
     g.late_costs.push_back({late.time_s, late.energy_j});
+    if (backward_mode.energy_rel_sigma)
+      g.energy_rel_sigma = std::max(g.energy_rel_sigma.value_or(0), *backward_mode.energy_rel_sigma);
     if (g.nodes[k].phase != NodePhase::kForward) {
       g.nodes[k].time_s = late.time_s;
       g.nodes[k].energy_j = late.energy_j;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,9 @@ struct TrainingGraph {
   /// From a reader of outside data (graph JSON): one line saying what the file held that is
   /// not here, and why. Empty for graphs built here.
   std::string import_note;
+  /// The 1 sigma relative uncertainty of one pass's energy under these costs, when the cost
+  /// model knows it (measured costs); unset for published profiles and graph files.
+  std::optional<double> energy_rel_sigma;
 
   [[nodiscard]] int size() const { return static_cast<int>(nodes.size()); }
   /// What computing `node` costs before the forward pass is over (`late` false) or after.

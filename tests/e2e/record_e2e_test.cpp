@@ -277,9 +277,12 @@ TEST_F(RecordEndToEnd, MeasuredCostsPredictShapesTheBoardNeverRanAndThePlannerUs
   args.board = "pi4";
   args.db = db_path().string();
   args.time_limit_s = 5;
-  args.gap = 0.01;
   const auto planned = app::plan(args);
   EXPECT_NE(planned.cost_source.find("measured on pi4"), std::string::npos) << planned.cost_source;
+  // Measured costs know their own spread: the gap to prove follows from it.
+  EXPECT_NE(planned.gap.why.find("measured costs' 1-sigma uncertainty"), std::string::npos) << planned.gap.why;
+  ASSERT_TRUE(planned.graph.energy_rel_sigma);
+  EXPECT_GT(*planned.graph.energy_rel_sigma, 0);
   EXPECT_GT(planned.graph.idle_power_w, 0);
   args.board = "tx2";  // nothing measured on a TX2 here: the profile, with a warning
   const auto fallback = app::plan(args);

@@ -1,0 +1,44 @@
+// The gap a plan proves follows from how well its costs are known: no plan proves 1e-6 on
+// costs known to about 1 %.
+
+#include <gtest/gtest.h>
+
+#include "app/plan.h"
+
+namespace ergon::app {
+namespace {
+
+TEST(DefaultGap, PublishedProfilesProveATenthOfAPercentAndSaySo) {
+  PlanArgs args;
+  args.model = "mlp";
+  args.board = "pi4";
+  const auto graph = load_graph(args);
+  const GapChoice g = choose_gap(args, graph);
+  EXPECT_DOUBLE_EQ(g.gap, 0.001);
+  EXPECT_NE(g.why.find("published profiles"), std::string::npos) << g.why;
+  EXPECT_DOUBLE_EQ(make_request(args, graph).relative_gap, 0.001);
+}
+
+TEST(DefaultGap, MeasuredCostsProveTheirOwnUncertaintyWithinAFloorAndACeiling) {
+  PlanArgs args;
+  planner::TrainingGraph graph;
+  graph.energy_rel_sigma = 0.02;
+  EXPECT_DOUBLE_EQ(choose_gap(args, graph).gap, 0.02);
+  EXPECT_NE(choose_gap(args, graph).why.find("2 %"), std::string::npos) << choose_gap(args, graph).why;
+  graph.energy_rel_sigma = 1e-5;
+  EXPECT_DOUBLE_EQ(choose_gap(args, graph).gap, kMinDefaultGap);
+  graph.energy_rel_sigma = 0.3;
+  EXPECT_DOUBLE_EQ(choose_gap(args, graph).gap, kMaxDefaultGap);
+}
+
+TEST(DefaultGap, AnExplicitGapWins) {
+  PlanArgs args;
+  args.gap = 1e-6;
+  planner::TrainingGraph graph;
+  graph.energy_rel_sigma = 0.02;
+  EXPECT_DOUBLE_EQ(choose_gap(args, graph).gap, 1e-6);
+  EXPECT_NE(choose_gap(args, graph).why.find("--gap"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ergon::app
