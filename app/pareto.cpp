@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -268,6 +269,56 @@ void solve_and_store(const ParetoArgs& args, const SweepSetup& s, const std::vec
   if (failure) throw Error(*failure);
 }
 
+/// The planners whose schedules `planner` may adopt: its own (a schedule within a smaller
+/// budget fits a larger one), and for POET those of the models it contains. Heuristic
+/// baselines adopt nothing: their answer at a budget is their algorithm's.
+bool may_adopt(const std::string& planner, const std::string& donor) {
+  if (planner == "poet") return donor == "poet" || donor == "paging" || donor == "checkmate";
+  if (planner == "paging" || planner == "checkmate") return donor == planner;
+  return false;
+}
+
+/// Shares incumbents across the sweep: a plan dearer than one of a planner it may adopt from
+/// at the same or a smaller budget (same graph, objective and deadline) takes that schedule,
+/// keeping its own bound, and is updated in the database. Each MILP planner's front is then
+/// monotone, and POET's never above paging-only's or checkmate's. Returns how many adopted.
+int share_incumbents(std::vector<ParetoPoint>& points, double gap, costdb::Database& db) {
+  std::vector<ParetoPoint*> by_budget;
+  for (auto& p : points) by_budget.push_back(&p);
+  std::stable_sort(by_budget.begin(), by_budget.end(),
+                   [](const ParetoPoint* a, const ParetoPoint* b) { return a->plan.budget_bytes < b->plan.budget_bytes; });
+  int adopted = 0;
+  for (ParetoPoint* p : by_budget) {
+    costdb::PlanRow& row = p->plan;
+    const ParetoPoint* donor = nullptr;
+    for (const ParetoPoint* d : by_budget) {
+      if (d->plan.budget_bytes > row.budget_bytes) break;
+      if (d == p || !d->plan.energy_j || d->plan.schedule.empty() || !may_adopt(row.planner, d->plan.planner)) continue;
+      const double best_j = donor ? *donor->plan.energy_j : row.energy_j.value_or(std::numeric_limits<double>::infinity());
+      if (*d->plan.energy_j < best_j * (1 - 1e-12)) donor = d;
+    }
+    if (donor == nullptr) continue;
+    const costdb::PlanRow& from = donor->plan;
+    row.schedule = from.schedule;
+    row.energy_j = from.energy_j;
+    row.time_s = from.time_s;
+    row.paging_time_s = from.paging_time_s;
+    row.peak_bytes = from.peak_bytes;
+    row.objective_j = from.objective_j;
+    if (row.bound_j && row.objective_j) {
+      row.bound_j = std::min(*row.bound_j, *row.objective_j);
+      row.gap = (*row.objective_j - *row.bound_j) / std::max(*row.objective_j, 1e-300);
+      row.status = *row.gap <= gap ? "optimal" : "feasible";
+    } else {
+      row.status = "feasible";
+    }
+    if (row.id > 0) costdb::update_plan_answer(db, row);
+    ++adopted;
+  }
+  if (adopted > 0) db.commit_batch();
+  return adopted;
+}
+
 }  // namespace
 
 std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::function<void(const std::string&)>& on_line) {
@@ -309,6 +360,12 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::functio
     on_line(fmt::format("{}: {} planners x {} budgets; {} stored already, {} to solve, {} at a time",
                         setup.graph.name, names.size(), grid.size(), points.size(), todo.size(), jobs));
   solve_and_store(args, setup, todo, jobs, db, points, on_line);
+  // Points of other modes or deadlines are not in this call: every point here shares graph,
+  // objective and deadline.
+  const int adopted = share_incumbents(points, choose_gap(args.plan, setup.graph).gap, db);
+  if (on_line && adopted > 0)
+    on_line(fmt::format("{} plan(s) took a cheaper schedule found at a smaller budget or by a model POET contains",
+                        adopted));
   mark_fronts(points);
   return points;
 }

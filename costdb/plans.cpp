@@ -121,6 +121,38 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
   return id;
 }
 
+void update_plan_answer(Database& database, const PlanRow& plan) {
+  auto& db = database.impl();
+  if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
+  db.ensure_batch();
+  const std::string doing = "cannot update plan " + std::to_string(plan.id);
+  detail::Statement update(db.db,
+                           "UPDATE plans SET status = ?2, objective_j = ?3, bound_j = ?4, gap = ?5, "
+                           "energy_j = ?6, time_s = ?7, paging_time_s = ?8, peak_bytes = ?9, schedule = ?10 "
+                           "WHERE id = ?1",
+                           db.path);
+  update.bind(1, plan.id);
+  update.bind(2, std::string_view(plan.status));
+  bind_opt(update, 3, plan.objective_j);
+  bind_opt(update, 4, plan.bound_j);
+  bind_opt(update, 5, plan.gap);
+  bind_opt(update, 6, plan.energy_j);
+  bind_opt(update, 7, plan.time_s);
+  bind_opt(update, 8, plan.paging_time_s);
+  if (plan.peak_bytes) {
+    update.bind(9, *plan.peak_bytes);
+  } else {
+    update.bind_null(9);
+  }
+  if (plan.schedule.empty()) {
+    update.bind_null(10);
+  } else {
+    update.bind_blob(10, plan.schedule.data(), plan.schedule.size());
+  }
+  update.run(doing);
+  if (sqlite3_changes(db.db) != 1) throw DatabaseError("database " + db.path.string() + ": " + doing + ": no such plan");
+}
+
 int64_t add_validation(Database& database, const ValidationRow& v) {
   auto& db = database.impl();
   if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");

@@ -44,6 +44,11 @@ struct PlanRow {
 /// Stores a plan in the current batch (the board row is created if missing); returns its id.
 int64_t add_plan(Database& db, const PlanRow& plan);
 
+/// Replaces a stored plan's answer (status, objective, bound, gap, the simulator's replay and
+/// the schedule) by id, in the current batch: a sweep adopting a better schedule found at a
+/// smaller budget. DatabaseError when there is no such plan.
+void update_plan_answer(Database& db, const PlanRow& plan);
+
 /// The stored plan for the same graph digest, planner, objective, budget and deadline (the
 /// latest if several), for resuming a sweep.
 std::optional<PlanRow> find_plan(Database& db, const std::string& graph_digest,

@@ -96,6 +96,28 @@ TEST_F(PlansTest, PlansWithoutAScheduleKeepTheirStatus) {
   EXPECT_FALSE(found->energy_j);
 }
 
+TEST_F(PlansTest, AnUpdatedAnswerReplacesTheScheduleAndClaimsButKeepsTheRequest) {
+  Database db = Database::open(db_path());
+  PlanRow row = plan("poet", 1000, std::nullopt);
+  row.id = add_plan(db, row);
+  row.energy_j = 1.2;
+  row.objective_j = 1.2;
+  row.gap = 0.0;
+  row.status = "optimal";
+  row.schedule = {'E', 'S', 1, 3, 0};
+  update_plan_answer(db, row);
+  db.commit_batch();
+  const auto found = find_plan(db, "abc123", "poet", "poet", 1000, std::nullopt);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, row.id);
+  EXPECT_DOUBLE_EQ(*found->energy_j, 1.2);
+  EXPECT_EQ(found->status, "optimal");
+  EXPECT_EQ(found->schedule, row.schedule);
+  EXPECT_EQ(found->budget_bytes, 1000U);
+  row.id = 999;
+  EXPECT_THROW(update_plan_answer(db, row), ergon::DatabaseError);
+}
+
 TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
   {
     Database db = Database::open(db_path());
