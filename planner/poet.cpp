@@ -374,6 +374,7 @@ std::optional<StagePlan> contained_plan(const TrainingGraph& graph, const PlanRe
   PoetModel model(graph, sub);
   SolveOptions options;
   options.time_limit_s = std::max(0.2, limit_s * 0.75);  // CBC overruns its limit a little
+  options.kill_after_s = limit_s + 0.3;
   options.relative_gap = req.relative_gap;
   options.threads = req.threads;
   options.backend_parameters = req.solver_parameters;
@@ -488,7 +489,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   // CBC's own root solve on large models spends its whole limit in preprocessing first.
   double bound_j = memory_bound_j;  // the best lower bound known so far
   const RelaxationResult lp =
-      solver.solve_relaxation(model, std::max(1.0, req.time_limit_s - seconds_since(start)));
+      solver.solve_relaxation(model, std::max(0.2, 0.9 * (req.time_limit_s - seconds_since(start)) - 0.2));
   if (lp.infeasible) {
     result.status = ModelStatus::kInfeasible;
     result.schedule.reset();
@@ -542,10 +543,10 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   }
   SolveOptions options;
   // The request's limit bounds the whole call: CBC gets what is left less its usual overrun,
-  // and is stopped by force half a second past the limit (the warm start then stands).
+  // and is stopped by force a fifth of a second past the limit (the warm start then stands).
   const double left_s = req.time_limit_s - seconds_since(start);
   options.time_limit_s = std::max(0.5, (left_s - 0.3) / 1.1);
-  options.kill_after_s = std::max(left_s, options.time_limit_s) + 0.5;
+  options.kill_after_s = std::max(left_s, options.time_limit_s) + 0.2;
   options.relative_gap = req.relative_gap;
   options.threads = req.threads;
   options.backend_parameters = req.solver_parameters;

@@ -62,7 +62,10 @@ struct PlanResult {
 /// bounded by each factor of its product) and U (memory after each node of a stage).
 /// Variables that must be zero are not created. Minimizes compute + paging energy subject to
 /// memory <= budget and compute time <= deadline. The memory bound (planner/bounds.h) often
-/// proves the greedy stage plan within the gap, and then no model is built.
+/// proves the greedy stage plan within the gap, and then no model is built. Otherwise the
+/// paging-only and recomputation-only models are solved first (a fifth of the time left
+/// each) and the cheapest plan found warm-starts the full model, so the answer is never
+/// dearer than theirs. `request.time_limit_s` bounds the whole call.
 PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver);
 
 /// The POET model of a request, the warm start plan_poet gives the solver (store-all, when it
