@@ -55,6 +55,23 @@ void bind_opt(detail::Statement& stmt, int index, std::optional<double> v) {
   }
 }
 
+void bind_opt(detail::Statement& stmt, int index, std::optional<uint64_t> v) {
+  if (v) {
+    stmt.bind(index, *v);
+  } else {
+    stmt.bind_null(index);
+  }
+}
+
+/// The encoded schedule; NULL without one.
+void bind_schedule(detail::Statement& stmt, int index, const std::vector<uint8_t>& schedule) {
+  if (schedule.empty()) {
+    stmt.bind_null(index);
+  } else {
+    stmt.bind_blob(index, schedule.data(), schedule.size());
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(PlanCostSource source) {
@@ -96,11 +113,7 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
   bind_opt(insert, 7, plan.objective_j);
   bind_opt(insert, 8, plan.bound_j);
   insert.bind(9, plan.solve_time_s);
-  if (plan.schedule.empty()) {
-    insert.bind_null(10);
-  } else {
-    insert.bind_blob(10, plan.schedule.data(), plan.schedule.size());
-  }
+  bind_schedule(insert, 10, plan.schedule);
   insert.bind(11, plan.created_at_ns);
   insert.bind(12, std::string_view(plan.objective));
   insert.bind(13, std::string_view(plan.graph_digest));
@@ -108,11 +121,7 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
   bind_opt(insert, 15, plan.energy_j);
   bind_opt(insert, 16, plan.time_s);
   bind_opt(insert, 17, plan.paging_time_s);
-  if (plan.peak_bytes) {
-    insert.bind(18, *plan.peak_bytes);
-  } else {
-    insert.bind_null(18);
-  }
+  bind_opt(insert, 18, plan.peak_bytes);
   insert.bind(19, std::string_view(plan.power_mode));
   insert.bind(20, to_string(plan.cost_source));
   if (!insert.step(doing)) throw DatabaseError("database " + db.path.string() + ": " + doing);
@@ -139,16 +148,8 @@ void update_plan_answer(Database& database, const PlanRow& plan) {
   bind_opt(update, 6, plan.energy_j);
   bind_opt(update, 7, plan.time_s);
   bind_opt(update, 8, plan.paging_time_s);
-  if (plan.peak_bytes) {
-    update.bind(9, *plan.peak_bytes);
-  } else {
-    update.bind_null(9);
-  }
-  if (plan.schedule.empty()) {
-    update.bind_null(10);
-  } else {
-    update.bind_blob(10, plan.schedule.data(), plan.schedule.size());
-  }
+  bind_opt(update, 9, plan.peak_bytes);
+  bind_schedule(update, 10, plan.schedule);
   update.run(doing);
   if (sqlite3_changes(db.db) != 1) throw DatabaseError("database " + db.path.string() + ": " + doing + ": no such plan");
 }
