@@ -22,13 +22,16 @@ namespace {
 app::PlanProgress terminal_progress() {
   app::PlanProgress p;
   p.on_mode = [](const std::string& mode, std::size_t n, std::size_t total) {
-    std::cerr << "\r" << std::string(64, ' ') << "\r"
+    std::cerr << "\r" << std::string(120, ' ') << "\r"
               << fmt::format("planning in mode {} ({} of {})\n", mode, n, total);
   };
   p.on_solve = [](const planner::SolveProgress& s) {
-    std::cerr << fmt::format("\r  {:6.1f} s  best {:>12}  bound {:>12}", s.elapsed_s,
+    const std::string gap = s.incumbent && s.bound && *s.incumbent > 0
+                                ? fmt::format("{:.2f} %", 100 * std::max(0.0, 1 - *s.bound / *s.incumbent))
+                                : "-";
+    std::cerr << fmt::format("\r  {:5.1f} s  {:<42} best {:>12}  bound {:>12}  gap {:>8}", s.elapsed_s, s.phase,
                              s.incumbent ? fmt::format("{:.6g} J", *s.incumbent) : "-",
-                             s.bound ? fmt::format("{:.6g} J", *s.bound) : "-")
+                             s.bound ? fmt::format("{:.6g} J", *s.bound) : "-", gap)
               << std::flush;
   };
   return p;
@@ -187,7 +190,7 @@ int print_plan_text(const PlanArgs& args, const app::PlanOutcome& o, const PlanO
 int run_plan(const PlanArgs& args, const PlanOutput& output, std::ostream& out) {
   const bool tty = !output.json && ::isatty(STDERR_FILENO) == 1;
   const PlanOutcome o = app::plan(args, tty ? terminal_progress() : app::PlanProgress{});
-  if (tty) std::cerr << "\r" << std::string(64, ' ') << "\r";
+  if (tty) std::cerr << "\r" << std::string(120, ' ') << "\r";
   if (o.result.schedule && !output.out.empty()) write_schedule(o.encoded, output.out);
   return output.json ? print_plan_json(o, out) : print_plan_text(args, o, output, out);
 }

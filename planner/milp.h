@@ -39,6 +39,7 @@ class MilpModel {
 };
 
 struct SolveProgress {
+  std::string phase;  ///< what is running, for people ("greedy search", "branch and bound", ...)
   double elapsed_s = 0;
   std::optional<double> incumbent;  ///< best objective found so far
   std::optional<double> bound;      ///< best proven lower bound

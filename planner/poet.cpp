@@ -432,8 +432,20 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   // warm start and what is returned if the solver finds nothing better.
   // Local search gets a fifth of the time limit (within 0.2 to 10 s), and stops once the
   // bound proves the gap.
+  // Progress for people: each phase as it starts, with the best plan and bound known then.
+  double known_bound_j = 0;
+  std::optional<double> known_plan_j;
+  auto report = [&](const char* phase) {
+    if (req.progress)
+      req.progress({.phase = phase,
+                    .elapsed_s = seconds_since(start),
+                    .incumbent = known_plan_j,
+                    .bound = known_bound_j > 0 ? std::optional(known_bound_j) : std::nullopt});
+  };
+  report("memory bound and greedy search");
   const double memory_bound_j =
       memory_lower_bound_j(graph, req.budget_bytes, req.objective, req.allowed);
+  known_bound_j = memory_bound_j;
   const double good_enough_j =
       req.relative_gap < 1 ? memory_bound_j / (1 - req.relative_gap) : memory_bound_j;
   std::optional<StagePlan> heuristic = greedy_stage_plan(
@@ -442,6 +454,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
       std::max(1.0, req.time_limit_s / 2));
   if (heuristic) {
     claim(graph, *heuristic, memory_bound_j, req, result);
+    known_plan_j = result.objective_j;
     if (result.status == ModelStatus::kOptimal) {
       result.solve_time_s = seconds_since(start);
       return result;
@@ -488,6 +501,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   // The LP relaxation's optimum is a bound that often proves the heuristic within the gap;
   // CBC's own root solve on large models spends its whole limit in preprocessing first.
   double bound_j = memory_bound_j;  // the best lower bound known so far
+  report("LP relaxation");
   const RelaxationResult lp =
       solver.solve_relaxation(model, std::max(0.2, 0.9 * (req.time_limit_s - seconds_since(start)) - 0.2));
   if (lp.infeasible) {
@@ -512,6 +526,8 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   // Each gets a fifth of the time left (at least a second); POET's answer is then never
   // worse than what they find.
   if (req.allowed.recompute && req.allowed.paging && req.time_limit_s - seconds_since(start) > 3.0) {
+    known_bound_j = bound_j;
+    report("paging-only and recomputation-only models");
     for (const AllowedMoves moves : {AllowedMoves{.recompute = false, .paging = true},
                                      AllowedMoves{.recompute = true, .paging = false}}) {
       const double limit_s = std::max(1.0, (req.time_limit_s - seconds_since(start)) / 5);
@@ -552,10 +568,13 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   options.backend_parameters = req.solver_parameters;
   const double scale = poet.energy_scale();
   if (req.progress) {
-    options.progress = [&](const SolveProgress& p) {
+    const double solver_start_s = seconds_since(start);
+    options.progress = [&, solver_start_s](const SolveProgress& p) {
       SolveProgress unscaled = p;
+      unscaled.phase = "branch and bound";
+      unscaled.elapsed_s = solver_start_s + p.elapsed_s;
       if (p.incumbent) unscaled.incumbent = *p.incumbent / scale;
-      if (p.bound) unscaled.bound = *p.bound / scale;
+      unscaled.bound = p.bound ? std::max(*p.bound / scale, bound_j) : bound_j;  // the best known
       req.progress(unscaled);
     };
   }

@@ -329,6 +329,29 @@ class CrashingSolver : public MilpSolver {
   int solves = 0;
 };
 
+TEST(PoetMilp, ProgressNamesEachPhaseInOrderWithTheBestPlanAndBoundKnown) {
+  const auto g = build_training_graph(random_forward(8, 1, true), LinearCosts());
+  const uint64_t lo = g.min_working_set_bytes();
+  PlanRequest req = request(lo + (g.store_all_peak_bytes() - lo) / 4, std::numeric_limits<double>::infinity());
+  req.relative_gap = 1e-9;  // the greedy plan alone does not prove this: every phase runs
+  req.time_limit_s = 5;
+  std::vector<SolveProgress> seen;
+  req.progress = [&](const SolveProgress& p) { seen.push_back(p); };
+  auto solver = make_cbc_solver();
+  const auto r = plan_poet(g, req, *solver);
+  ASSERT_TRUE(r.schedule);
+  ASSERT_GE(seen.size(), 3U);
+  EXPECT_EQ(seen.front().phase, "memory bound and greedy search");
+  EXPECT_FALSE(seen.front().incumbent);
+  EXPECT_EQ(seen[1].phase, "LP relaxation");
+  ASSERT_TRUE(seen[1].incumbent && seen[1].bound);
+  EXPECT_LE(*seen[1].bound, *seen[1].incumbent);
+  for (std::size_t k = 1; k < seen.size(); ++k) {
+    EXPECT_FALSE(seen[k].phase.empty());
+    EXPECT_GE(seen[k].elapsed_s, seen[k - 1].elapsed_s);
+  }
+}
+
 TEST(PoetMilp, ASolverCrashKeepsTheGreedyScheduleAndSaysSo) {
   // A graph and budget where the memory bound does not prove the greedy plan optimal, so
   // the solver is called.
