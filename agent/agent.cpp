@@ -170,10 +170,9 @@ class Agent {
  public:
   Agent(const AgentOptions& options, const std::atomic<bool>& stop)
       : options_(options), stop_(stop), runner_(options.scratch) {
-    if (!options.board.empty()) {
-      kind_ = board_named(options.board).kind;
-    }
-    if (!options.probe.empty())
+    // Without --board the agent is a Linux host: no profile, its costs only what it measures.
+    kind_ = options.board.empty() ? BoardKind::kLinuxHost : board_named(options.board).kind;
+    if (!options.probe.empty() && options.probe != kNoProbe)
       probe_ = probes::open_probe(probes::parse_probe_spec(options.probe), 0, agent_clock());
   }
 
@@ -579,7 +578,7 @@ class Agent {
   const std::atomic<bool>& stop_;
   profiler::OpRunner runner_;
   std::unique_ptr<probes::Probe> probe_;
-  BoardKind kind_ = BoardKind::kUnknown;
+  BoardKind kind_ = BoardKind::kLinuxHost;
   bool running_ = false;  ///< guarded by Commands::m
   std::optional<proto::RunDone> last_done_;
 };

@@ -6,6 +6,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "profiler/op.h"
@@ -17,13 +18,18 @@ namespace ergon::agent {
 /// with real kernels and real paging, times each window, samples the board's power probe,
 /// and streams spans and power batches. Survives the host disconnecting: a run in progress
 /// stops, and the agent waits for the next host.
+/// The --probe value that asks for no probe: spans only.
+inline constexpr std::string_view kNoProbe = "none";
+
 struct AgentOptions {
   /// "tcp:HOST:PORT" (listen; port 0 picks one), "pty" (a new pseudo-terminal), or a serial
   /// device ("/dev/ttyGS0", "/dev/ttyAMA0").
   std::string link = "tcp:0.0.0.0:7000";
-  /// A probe spec (probes/probe.h); empty: no power samples, spans only.
+  /// A probe spec (probes/probe.h); empty or kNoProbe: no power samples, spans only (time
+  /// costs, their energy unknown).
   std::string probe;
-  /// The board kind the Hello declares (pi4, tx2); empty: unknown (the host's --board decides).
+  /// The board kind the Hello declares (pi4, tx2); empty: a Linux host (kind "host", no
+  /// published profile; the host's --board may still name it).
   std::string board;
   /// Where the power-mode controls look: cpufreq under `sysfs_root`, or a Jetson's nvpmodel
   /// when `nvpmodel_conf` exists (tests point both at fakes).

@@ -27,8 +27,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--probe", options.probe,
                  "the board's power probe: ina219:/dev/i2c-1@0x40,shunt=0.01 (Pi 4), "
-                 "tegrastats or ina3221 (Jetson), sim:ina219 (no hardware); none: spans only");
-  app.add_option("--board", options.board, "the board kind to declare: pi4, tx2");
+                 "tegrastats or ina3221 (Jetson), sim:ina219 (no hardware); none (the default): spans "
+                 "only, time costs without energy");
+  app.add_option("--board", options.board,
+                 "the board kind to declare: pi4, tx2; without it this machine is a Linux host (kind "
+                 "'host', no published profile: only measured costs)");
   app.add_option("--scratch", options.scratch, "directory for page-outs (the board's storage)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

@@ -40,16 +40,17 @@ AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
     r.samples = data.samples.size();
   }
   for (const profiler::OpCost& c : r.attribution.ops) {
-    if (c.windows == 0) continue;  // nothing arrived to attribute
     costdb::OpCostRow row;
     row.run_id = run_id;
     row.op_id = c.op_id;
     row.phase = c.phase;
     row.time_s = c.time_s;
     if (c.windows > 1) row.time_s_stddev = c.time_s_stddev;
-    row.gross_energy_j = c.gross_energy_j;
-    row.net_energy_j = c.net_energy_j;
-    row.energy_j_stddev = c.energy_j_stddev;
+    if (c.energy_known()) {
+      row.gross_energy_j = c.gross_energy_j;
+      row.net_energy_j = c.net_energy_j;
+      row.energy_j_stddev = c.energy_j_stddev;
+    }
     row.sample_count = c.sample_count;
     r.rows.push_back(row);
   }

@@ -1,5 +1,7 @@
 #include "app/board_costs.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 namespace ergon::app {
@@ -20,6 +22,42 @@ planner::NodeCost BoardProfileCosts::page_in(uint64_t bytes) const {
 
 planner::NodeCost BoardProfileCosts::page_out(uint64_t bytes) const {
   return to_cost(devices::paging_truth(board_, bytes, profiler::Phase::kPageOut));
+}
+
+std::string BoardPowerModel::origin() const {
+  return fmt::format("the {} profile's published power{} (idle {:.3g} W, +{:.3g} W a busy core, +{:.3g} W "
+                     "paging; not measured)",
+                     board.name, board.power_mode.empty() ? "" : " in " + std::string(board.power_mode), board.idle_w,
+                     board.compute_w, board.storage_w);
+}
+
+std::optional<BoardPowerModel> board_power_model(const std::string& board, const std::string& mode) {
+  const auto profile = devices::find_board(board);
+  if (!profile) return std::nullopt;
+  return BoardPowerModel{devices::board_in_mode(*profile, mode)};
+}
+
+planner::NodeCost MeasuredCostModel::compute(const std::string& /*op*/, uint64_t flops, uint64_t bytes) const {
+  const auto c = costs_.compute(flops, bytes);
+  if (costs_.has_energy() || !power_) return {c.time_s, c.energy_j};
+  return {c.time_s, c.time_s * devices::compute_truth(power_->board, flops, bytes).power_w};
+}
+
+planner::NodeCost MeasuredCostModel::page_in(uint64_t bytes) const {
+  const auto c = costs_.page_in(bytes);
+  if (costs_.has_energy() || !power_) return {c.time_s, c.energy_j};
+  return {c.time_s, c.time_s * devices::paging_truth(power_->board, bytes, profiler::Phase::kPageIn).power_w};
+}
+
+planner::NodeCost MeasuredCostModel::page_out(uint64_t bytes) const {
+  const auto c = costs_.page_out(bytes);
+  if (costs_.has_energy() || !power_) return {c.time_s, c.energy_j};
+  return {c.time_s, c.time_s * devices::paging_truth(power_->board, bytes, profiler::Phase::kPageOut).power_w};
+}
+
+double MeasuredCostModel::idle_power_w() const {
+  if (costs_.has_energy() || !power_) return costs_.idle_power_w();
+  return power_->board.idle_w;
 }
 
 double MeasuredCostModel::energy_rel_sigma(const planner::TrainingGraph& graph) const {

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "costdb/cost_model.h"
 #include "devices/board_profile.h"
 #include "planner/graph.h"
@@ -23,27 +26,34 @@ class BoardProfileCosts final : public planner::CostModel {
   devices::BoardProfile board_;
 };
 
+/// Where a graph's energies come from when its measured costs are times only (recorded
+/// without a power probe): the board's published profile's power while computing, paging and
+/// idle, times the measured durations. Never a guess: a board without a profile has none.
+struct BoardPowerModel {
+  devices::BoardProfile board;
+  /// "the pi4 profile's published power (idle 2.2 W, ...)": printed with every plan.
+  [[nodiscard]] std::string origin() const;
+};
+/// The power model of a board by name and mode; nullopt when the board has no profile.
+std::optional<BoardPowerModel> board_power_model(const std::string& board, const std::string& mode);
+
 /// Planner costs measured on the board (ergon record + ergon attribute): exact where the
-/// shape was measured, the board's fitted regression elsewhere.
+/// shape was measured, the board's fitted regression elsewhere. Costs measured in time only
+/// take their energy from `power` (time x the profile's power at that op); without one,
+/// their energies are 0 and must not be planned on (load_graph refuses, or plans time).
 class MeasuredCostModel final : public planner::CostModel {
  public:
-  explicit MeasuredCostModel(costdb::MeasuredCosts costs) : costs_(std::move(costs)) {}
+  explicit MeasuredCostModel(costdb::MeasuredCosts costs, std::optional<BoardPowerModel> power = std::nullopt)
+      : costs_(std::move(costs)), power_(std::move(power)) {}
 
-  [[nodiscard]] planner::NodeCost compute(const std::string& /*op*/, uint64_t flops,
-                                          uint64_t bytes) const override {
-    const auto c = costs_.compute(flops, bytes);
-    return {c.time_s, c.energy_j};
-  }
-  [[nodiscard]] planner::NodeCost page_in(uint64_t bytes) const override {
-    const auto c = costs_.page_in(bytes);
-    return {c.time_s, c.energy_j};
-  }
-  [[nodiscard]] planner::NodeCost page_out(uint64_t bytes) const override {
-    const auto c = costs_.page_out(bytes);
-    return {c.time_s, c.energy_j};
-  }
-  [[nodiscard]] double idle_power_w() const override { return costs_.idle_power_w(); }
+  [[nodiscard]] planner::NodeCost compute(const std::string& op, uint64_t flops,
+                                          uint64_t bytes) const override;
+  [[nodiscard]] planner::NodeCost page_in(uint64_t bytes) const override;
+  [[nodiscard]] planner::NodeCost page_out(uint64_t bytes) const override;
+  [[nodiscard]] double idle_power_w() const override;
   [[nodiscard]] const costdb::MeasuredCosts& costs() const { return costs_; }
+  /// Whether energies come from the power model (the costs are times only).
+  [[nodiscard]] bool energy_from_power_model() const { return !costs_.has_energy() && power_; }
   /// The 1 sigma relative uncertainty of one pass's energy over `graph` (built on these
   /// costs): measured shapes' spreads add in quadrature, the fit's error adds linearly (every
   /// shape it serves shares it).
@@ -51,6 +61,7 @@ class MeasuredCostModel final : public planner::CostModel {
 
  private:
   costdb::MeasuredCosts costs_;
+  std::optional<BoardPowerModel> power_;
 };
 
 }  // namespace ergon::app

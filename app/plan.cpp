@@ -31,8 +31,24 @@ double parse_deadline(const std::string& text, double single_pass_s) {
 
 planner::Objective parse_objective(const std::string& text) {
   if (text == "poet") return planner::Objective::kPoet;
-  if (text == "total") return planner::Objective::kTotal;
-  throw InputError("objective '" + text + "' is unknown (known: total, poet)");
+  // time: total's model (overlapped paging, stalls) at a constant 1 W, so its energy in joules
+  // is the iteration's makespan in seconds (time_objective_graph).
+  if (text == "total" || text == "time") return planner::Objective::kTotal;
+  throw InputError("objective '" + text + "' is unknown (known: total, poet, time)");
+}
+
+bool time_objective(const PlanArgs& args) { return args.objective == "time"; }
+
+planner::TrainingGraph time_objective_graph(planner::TrainingGraph graph) {
+  for (auto& n : graph.nodes) {
+    n.energy_j = n.time_s;
+    n.pagein_energy_j = n.pagein_time_s;
+    n.pageout_energy_j = n.pageout_time_s;
+  }
+  for (auto& c : graph.late_costs) c.energy_j = c.time_s;
+  graph.idle_power_w = 1;
+  graph.energy_rel_sigma.reset();
+  return graph;
 }
 
 GapChoice choose_gap(const PlanArgs& args, const planner::TrainingGraph& graph) {
@@ -46,7 +62,8 @@ GapChoice choose_gap(const PlanArgs& args, const planner::TrainingGraph& graph) 
                         : sigma > kMaxDefaultGap ? ", capped at 5 %"
                                                  : "")};
   }
-  return {kProfileGap, "the default for published profiles (costs known to about 1 %); --gap overrides"};
+  return {kProfileGap, "the default for published profiles and costs without a measured energy uncertainty "
+                       "(known to about 1 %); --gap overrides"};
 }
 
 planner::PlanRequest make_request(const PlanArgs& args, const planner::TrainingGraph& graph) {
@@ -123,20 +140,31 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
       *cost_source = "costs: as given in " + args.graph_file + "\n" + args.graph_file + ": " + graph.import_note;
     return graph;
   }
-  const auto board = devices::board_in_mode(devices::board_named(args.board), args.power_mode);
+  // A board without a published profile (a Linux host: ergon-agent without --board) is
+  // planned on its measured costs only.
+  const auto known = devices::find_board(args.board);
+  if (!known && args.db.empty())
+    throw InputError("board '" + args.board + "' has no published profile (known: " + devices::board_names() +
+                     "): plan it on its measured costs with --db");
+  const std::optional<devices::BoardProfile> board =
+      known ? std::optional(devices::board_in_mode(*known, args.power_mode)) : std::nullopt;
   const auto forward = args.model.empty()
                            ? planner::import_onnx(args.onnx_file, args.batch, args.onnx_inputs)
                            : planner::zoo_model(args.model, args.batch);
   std::optional<app::MeasuredCostModel> measured;
-  const std::string profile = fmt::format("the published profile of {} ({})", args.board,
-                                          board.power_mode);
+  const std::string profile =
+      board ? fmt::format("the published profile of {} ({})", args.board, board->power_mode) : std::string();
   std::string source = "costs: " + profile;
+  auto fall_back = [&](const std::string& why) {
+    if (!board) throw InputError(why + "; board '" + args.board + "' has no published profile to fall back on");
+    source = "warning: " + why + "; using " + profile;
+  };
   if (!args.db.empty()) {
     std::optional<costdb::Database> db;
     try {
       db.emplace(costdb::Database::open_read_only(args.db));
     } catch (const Error& e) {
-      source = "warning: " + std::string(e.what()) + "; using " + profile;
+      fall_back(e.what());
     }
     if (db) {
       // Costs measured in several modes cannot stand in for one another: choosing is the
@@ -146,25 +174,42 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
         throw InputError(fmt::format("{} has costs measured in power modes {} in {}: choose one "
                                      "with --power-mode",
                                      args.board, fmt::join(modes, ", "), args.db));
+      std::optional<costdb::MeasuredCosts> costs;
       try {
         const std::optional<std::string> mode =
             args.power_mode.empty() ? std::nullopt : std::optional<std::string>(args.power_mode);
-        measured.emplace(costdb::MeasuredCosts::from_database(*db, args.board, mode));
-        const auto& c = measured->costs();
-        source = fmt::format(
-            "costs: measured on {}{} ({} op shapes from {} run(s) in {}; elsewhere a fit with "
-            "cross-validated error {:.1f} % in time, {:.1f} % in energy (median))",
-            args.board, c.power_mode().empty() ? "" : " in mode " + c.power_mode(),
-            c.measured_ops(), c.runs(), args.db, 100 * c.compute_time_fit().cv_median,
-            100 * c.compute_power().cv_median);
+        costs.emplace(costdb::MeasuredCosts::from_database(*db, args.board, mode));
       } catch (const Error& e) {
-        source = "warning: " + std::string(e.what()) + "; using " + profile;
+        fall_back(e.what());
+      }
+      if (costs) {
+        const std::string where = fmt::format(
+            "measured on {}{} ({} op shapes from {} run(s) in {}; elsewhere a fit with cross-validated error "
+            "{:.1f} % in time",
+            args.board, costs->power_mode().empty() ? "" : " in mode " + costs->power_mode(), costs->measured_ops(),
+            costs->runs(), args.db, 100 * costs->compute_time_fit().cv_median);
+        if (costs->has_energy()) {
+          source = fmt::format("costs: {}, {:.1f} % in energy (median))", where, 100 * costs->compute_power().cv_median);
+          measured.emplace(std::move(*costs));
+        } else if (time_objective(args)) {
+          source = "costs: " + where + "); times only (no power samples), and the objective is time";
+          measured.emplace(std::move(*costs));
+        } else if (auto power = board_power_model(args.board, args.power_mode)) {
+          source = "costs: " + where + "); times only (recorded without a power probe)\nenergy: measured times x " +
+                   power->origin();
+          measured.emplace(std::move(*costs), std::move(power));
+        } else {
+          throw InputError("the costs of board '" + args.board + "' in " + args.db +
+                           " are times only (recorded without a power probe) and ergon has no power model of it: "
+                           "plan with --objective time, or record it with a power probe");
+        }
       }
     }
   }
   auto graph = measured ? planner::build_training_graph(forward, *measured)
-                        : planner::build_training_graph(forward, app::BoardProfileCosts(board));
-  if (measured) graph.energy_rel_sigma = measured->energy_rel_sigma(graph);
+                        : planner::build_training_graph(forward, app::BoardProfileCosts(*board));
+  if (measured && measured->costs().has_energy()) graph.energy_rel_sigma = measured->energy_rel_sigma(graph);
+  if (time_objective(args)) graph = time_objective_graph(std::move(graph));
   graph.name = fmt::format("{} batch {} on {}", args.model.empty() ? args.onnx_file : args.model,
                            args.batch, args.board);
   if (!forward.import_note.empty()) source += "\n" + args.onnx_file + ": " + forward.import_note;
@@ -275,6 +320,7 @@ PlanOutcome plan(const PlanArgs& args, const PlanProgress& progress) {
   parse_objective(args.objective);  // a typo fails before the graph is built
   PlanOutcome o;
   o.graph = load_graph(args, &o.cost_source, &o.costs);
+  o.time_objective = time_objective(args);
   const auto& graph = o.graph;
   auto& req = o.request;
   req = make_request(args, graph);

@@ -75,6 +75,10 @@ std::vector<ModeCost> sweep_modes(const SweepRequest& args, const SweepProgress&
     std::map<std::string, std::pair<double, double>> kinds;
     for (const auto& op : a.attribution.ops) {
       if (op.phase == profiler::Phase::kIdle) continue;
+      if (!op.energy_known())
+        throw DeviceError("the run in mode " + mode + " (run " + std::to_string(*outcomes[0].run_id) +
+                          ") has no power samples for op " + std::to_string(op.op_id) +
+                          ": a mode sweep compares energies and needs the board's power probe");
       c.time_s += op.time_s;
       c.energy_j += op.gross_energy_j;
       auto& k = kinds[kind_of[op.op_id]];

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cmath>
 #include <memory>
 
 #include "agent/agent.h"
@@ -52,6 +53,7 @@ costdb::PlanRow stored_plan(const ValidateRequest& args, ValidateOutcome& o) {
   graph_args.model = row->model;
   graph_args.board = row->board_kind;
   graph_args.power_mode = row->power_mode;
+  if (row->objective == "time") graph_args.objective = "time";  // its graph is the time objective's
   if (row->cost_source == costdb::PlanCostSource::kMeasured) graph_args.db = args.db;
   o.graph = load_graph(graph_args, &o.cost_source);
   if (graph_digest(o.graph) != row->graph_digest)
@@ -85,7 +87,30 @@ costdb::PlanRow new_plan(const ValidateRequest& args, ValidateOutcome& o) {
                                     planned.request, planned.result,
                                     {planned.switch_time_s, planned.switch_energy_j});
   row.power_mode = planned.power_mode;
+  if (planned.time_objective) {  // its "energies" are seconds: stored as a time plan, no energy
+    row.objective = "time";
+    row.objective_j.reset();
+    row.bound_j.reset();
+    row.energy_j.reset();
+  }
   return row;
+}
+
+/// Each entry of schedule_plan(graph, schedule): the time the graph predicts for it (the
+/// backward phase's costs from where it begins, for per-phase plans).
+std::vector<ValidateOutcome::StepTime> step_times(const planner::TrainingGraph& g, const planner::Schedule& schedule) {
+  const uint32_t late_from = backward_phase_entry(g, schedule);
+  std::vector<ValidateOutcome::StepTime> out;
+  for (const planner::Step& st : schedule.steps) {
+    if (st.kind == planner::StepKind::kFree) continue;
+    const auto& node = g.nodes[static_cast<std::size_t>(st.node)];
+    const bool late = out.size() >= late_from;
+    const double s = st.kind == planner::StepKind::kCompute  ? g.compute_cost(st.node, late).time_s
+                     : st.kind == planner::StepKind::kPageIn ? node.pagein_time_s
+                                                             : node.pageout_time_s;
+    out.push_back({s, std::nullopt});
+  }
+  return out;
 }
 
 /// Where and how the board runs a schedule.
@@ -170,12 +195,28 @@ void store_validation(const ValidateRequest& args, const costdb::PlanRow& row, u
                       ValidateOutcome& o) {
   auto db = costdb::Database::open(args.db);
   const AttributedRun attributed = attribute_run(db, o.run_id);
+  double energy_j = 0;
   for (const auto& w : attributed.attribution.windows) {
+    if (w.span.phase == profiler::Phase::kIdle) continue;
+    ++o.steps_timed;
+    o.measured_time_s += w.time_s;
+    if (w.span.op_id < o.step_times.size()) o.step_times[w.span.op_id].measured_s = w.time_s;
     if (!w.covered) continue;
     ++o.steps_attributed;
-    o.measured_energy_j += w.gross_energy_j;
-    o.measured_time_s += w.time_s;
+    energy_j += w.gross_energy_j;
   }
+  if (o.steps_attributed == o.steps && o.steps > 0) o.measured_energy_j = energy_j;
+  std::vector<double> errors;
+  for (const auto& st : o.step_times)
+    if (st.measured_s && st.predicted_s > 0) errors.push_back(std::abs(*st.measured_s / st.predicted_s - 1));
+  std::sort(errors.begin(), errors.end());
+  auto quantile = [&](double q) {
+    return errors.empty() ? 0.0 : errors[static_cast<std::size_t>(std::ceil(q * static_cast<double>(errors.size()))) - 1];
+  };
+  o.step_error_median = errors.empty() ? 0.0
+                        : errors.size() % 2 == 1 ? errors[errors.size() / 2]
+                                                 : 0.5 * (errors[errors.size() / 2 - 1] + errors[errors.size() / 2]);
+  o.step_error_p95 = quantile(0.95);
   if (o.plan_id == 0) o.plan_id = costdb::add_plan(db, row);
   costdb::ValidationRow v;
   v.plan_id = o.plan_id;
@@ -226,7 +267,9 @@ ValidateOutcome validate(const ValidateRequest& args, const ValidateProgress& pr
                      " steps; a run carries at most 65535");
   o.steps = static_cast<int>(steps.ops.size());
   const planner::ScheduleReport replay = planner::simulate(g, o.schedule);
-  o.predicted_energy_j = replay.energy_j;  // every step's cost, as the board runs them in turn
+  // Every step's cost, as the board runs them in turn. A plan made for time carries none.
+  if (row.objective != "time") o.predicted_energy_j = replay.energy_j;
+  o.step_times = step_times(g, o.schedule);
   o.predicted_time_s = replay.compute_time_s + replay.paging_time_s;
   o.predicted_peak_bytes = replay.peak_bytes;
 

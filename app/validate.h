@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "app/plan.h"
 #include "planner/graph.h"
@@ -42,11 +43,25 @@ struct ValidateOutcome {
   int64_t plan_id = 0;
   int64_t run_id = 0;
   int steps = 0;              ///< computes and transfers executed
-  int steps_attributed = 0;   ///< whose power samples arrived
-  double predicted_energy_j = 0;  ///< the steps' costs in the planner's graph, executed in order
-  double measured_energy_j = 0;   ///< the attributed gross energy of the steps
+  int steps_timed = 0;        ///< whose spans arrived
+  int steps_attributed = 0;   ///< whose power samples arrived (their energy is known)
+  /// The steps' costs in the planner's graph, executed in order; none when the plan's
+  /// objective is time (its graph carries no energy).
+  std::optional<double> predicted_energy_j;
+  /// The attributed gross energy of the steps; none unless every step's samples arrived (a
+  /// board without a power probe has none at all).
+  std::optional<double> measured_energy_j;
   double predicted_time_s = 0;
-  double measured_time_s = 0;
+  double measured_time_s = 0;  ///< the timed steps' durations, summed
+  /// Each step (plan entry) in order: its predicted time and, when its span arrived, measured.
+  struct StepTime {
+    double predicted_s = 0;
+    std::optional<double> measured_s;
+  };
+  std::vector<StepTime> step_times;
+  /// Over the timed steps with a predicted time: |measured / predicted - 1|.
+  double step_error_median = 0;
+  double step_error_p95 = 0;
   uint64_t predicted_peak_bytes = 0;  ///< activation memory the simulator replayed
   /// With `execute`: the schedule's iteration and the store-all reference, as executed.
   std::optional<ExecutedIteration> executed, reference;

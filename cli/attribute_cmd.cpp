@@ -17,20 +17,7 @@ namespace ergon::cli {
 
 namespace {
 
-void print_summary(const app::AttributedRun& r, std::ostream& out) {
-  const auto& a = r.attribution;
-  const auto& c = a.clock;
-  uint32_t covered = 0, uncovered = 0;
-  for (const auto& w : a.windows) (w.covered ? covered : uncovered) += 1;
-  out << fmt::format("run {} ({} {}, {}): {} samples{} every {:.0f} us, {} windows attributed",
-                     r.run.id, r.run.board_kind, r.run.board_name, costdb::to_string(r.run.status),
-                     r.samples,
-                     r.run.power_run_id
-                         ? fmt::format(" from power logger run {}", *r.run.power_run_id)
-                         : std::string(),
-                     a.sample_period_s * 1e6, covered);
-  if (uncovered > 0) out << fmt::format(", {} not (their samples did not all arrive)", uncovered);
-  out << "\n";
+void clock_summary(const app::AttributedRun& r, std::ostream& out) {
   auto clock_line = [&](const char* what, const profiler::ClockFit& fit) {
     if (fit.fitted) {
       out << fmt::format("  {}: drift {:+.1f} ppm from {} of {} sync exchanges (residual rms {:.0f} ns)\n",
@@ -39,8 +26,32 @@ void print_summary(const app::AttributedRun& r, std::ostream& out) {
       out << "  " << what << ": " << fit.note << "\n";
     }
   };
-  clock_line("clock", c);
+  clock_line("clock", r.attribution.clock);
   if (r.logger_clock) clock_line("logger clock", *r.logger_clock);
+}
+
+void print_summary(const app::AttributedRun& r, std::ostream& out) {
+  const auto& a = r.attribution;
+  uint32_t covered = 0, uncovered = 0;
+  for (const auto& w : a.windows) (w.covered ? covered : uncovered) += 1;
+  const std::string head = fmt::format("run {} ({} {}, {}): ", r.run.id, r.run.board_kind,
+                                       r.run.board_name, costdb::to_string(r.run.status));
+  if (r.samples == 0) {
+    out << head << fmt::format("no power samples (recorded without a power probe): {} windows timed, "
+                               "their energy unknown; {} time costs stored\n",
+                               a.windows.size(), r.rows.size());
+    clock_summary(r, out);
+    return;
+  }
+  out << head << fmt::format("{} samples{} every {:.0f} us, {} windows attributed", r.samples,
+                             r.run.power_run_id
+                                 ? fmt::format(" from power logger run {}", *r.run.power_run_id)
+                                 : std::string(),
+                             a.sample_period_s * 1e6, covered);
+  if (uncovered > 0)
+    out << fmt::format(", {} timed only (their samples did not all arrive: energy unknown)", uncovered);
+  out << "\n";
+  clock_summary(r, out);
   const std::string idle =
       a.idle_samples == 0
           ? std::string("idle power not measured (no idle windows or gaps): net equals gross")
@@ -68,9 +79,9 @@ nlohmann::json to_json(const app::AttributedRun& r) {
     j["power_run"] = *r.run.power_run_id;
     j["logger_clock"] = clock(*r.logger_clock);
   }
-  j["sample_period_s"] = a.sample_period_s;
-  j["idle_power_w"] = a.idle_power_w;
-  j["idle_power_sigma_w"] = a.idle_power_sigma_w;
+  j["sample_period_s"] = r.samples > 0 ? nlohmann::json(a.sample_period_s) : nullptr;
+  j["idle_power_w"] = a.idle_samples > 0 ? nlohmann::json(a.idle_power_w) : nullptr;
+  j["idle_power_sigma_w"] = a.idle_samples > 0 ? nlohmann::json(a.idle_power_sigma_w) : nullptr;
   uint32_t uncovered = 0;
   for (const auto& w : a.windows) uncovered += w.covered ? 0 : 1;
   j["windows"] = a.windows.size();
@@ -79,7 +90,9 @@ nlohmann::json to_json(const app::AttributedRun& r) {
   return j;
 }
 
-std::string opt(const std::optional<double>& v) { return v ? fmt::format("{:.6g}", *v) : ""; }
+std::string opt(const std::optional<double>& v) { return v ? fmt::format("{:.9g}", *v) : ""; }
+
+nlohmann::json opt_json(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
 }  // namespace
 
@@ -140,9 +153,10 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
                      {"op_id", r.op_id}, {"phase", std::string(profiler::to_string(r.phase))},
                      {"kind", r.op_kind}, {"dims", r.dims}, {"flops", r.flops},
                      {"bytes_in", r.bytes_in}, {"bytes_out", r.bytes_out}, {"time_s", r.time_s},
-                     {"time_s_stddev", r.time_s_stddev ? nlohmann::json(*r.time_s_stddev) : nullptr},
-                     {"gross_energy_j", r.gross_energy_j}, {"net_energy_j", r.net_energy_j},
-                     {"energy_j_stddev", r.energy_j_stddev ? nlohmann::json(*r.energy_j_stddev) : nullptr},
+                     {"time_s_stddev", opt_json(r.time_s_stddev)},
+                     {"energy_known", r.gross_energy_j.has_value()},
+                     {"gross_energy_j", opt_json(r.gross_energy_j)}, {"net_energy_j", opt_json(r.net_energy_j)},
+                     {"energy_j_stddev", opt_json(r.energy_j_stddev)},
                      {"sample_count", r.sample_count},
                      {"power_mode", r.power_mode.empty() ? nlohmann::json(nullptr)
                                                          : nlohmann::json(r.power_mode)}});
@@ -161,11 +175,11 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
     *csv << "run,board_kind,board_name,op_id,phase,kind,dims,flops,bytes_in,bytes_out,time_s,"
             "time_s_stddev,gross_energy_j,net_energy_j,energy_j_stddev,sample_count,power_mode\n";
     for (const auto& r : rows) {
-      *csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.9g},{},{:.9g},{:.9g},{},{},{}\n",
+      *csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.9g},{},{},{},{},{},{}\n",
                           r.run_id, r.board_kind, r.board_name, r.op_id,
                           profiler::to_string(r.phase), r.op_kind, r.dims, r.flops, r.bytes_in,
-                          r.bytes_out, r.time_s, opt(r.time_s_stddev), r.gross_energy_j,
-                          r.net_energy_j, opt(r.energy_j_stddev), r.sample_count, r.power_mode);
+                          r.bytes_out, r.time_s, opt(r.time_s_stddev), opt(r.gross_energy_j),
+                          opt(r.net_energy_j), opt(r.energy_j_stddev), r.sample_count, r.power_mode);
     }
     if (file.is_open() && !file) throw InputError("cannot write " + args.csv);
     return 0;
@@ -178,12 +192,23 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
   out << fmt::format("{:>4}  {:<9} {:<13} {:>3}  {:<9} {:<8} {:<18} {:>12} {:>12} {:>12} {:>10} {:>7}\n",
                      "run", "board", "mode", "op", "phase", "kind", "dims", "time/rep",
                      "net J/rep", "+- J (1 sd)", "gross J/rep", "samples");
+  std::size_t time_only = 0;
   for (const auto& r : rows) {
-    out << fmt::format("{:>4}  {:<9} {:<13} {:>3}  {:<9} {:<8} {:<18} {:>10.4g} s {:>12.5g} {:>12.2g} {:>10.5g} {:>7}\n",
+    auto energy = [&](const std::optional<double>& v, const char* spec) {
+      return v ? fmt::format(fmt::runtime(spec), *v) : std::string("unknown");
+    };
+    time_only += r.gross_energy_j ? 0 : 1;
+    out << fmt::format("{:>4}  {:<9} {:<13} {:>3}  {:<9} {:<8} {:<18} {:>10.4g} s {:>12} {:>12} {:>10} {:>7}\n",
                        r.run_id, r.board_kind, r.power_mode.empty() ? "-" : r.power_mode, r.op_id,
-                       profiler::to_string(r.phase), r.op_kind, r.dims, r.time_s, r.net_energy_j,
-                       r.energy_j_stddev.value_or(0), r.gross_energy_j, r.sample_count);
+                       profiler::to_string(r.phase), r.op_kind, r.dims, r.time_s,
+                       energy(r.net_energy_j, "{:.5g}"),
+                       r.gross_energy_j ? energy(r.energy_j_stddev.value_or(0), "{:.2g}") : "",
+                       energy(r.gross_energy_j, "{:.5g}"), r.sample_count);
   }
+  if (time_only > 0)
+    out << fmt::format("{} of {} costs have no energy (no power samples covered them: recorded without "
+                       "a power probe, or samples lost): their time is measured, their energy unknown\n",
+                       time_only, rows.size());
   return 0;
 }
 

@@ -72,7 +72,8 @@ void add_solver(CLI::App& cmd, app::PlanArgs& args, bool planner) {
   cmd.add_option("--objective", args.objective,
                  "total: transfers overlap compute and stall beyond the storage bandwidth, idle "
                  "power over the makespan, fixed bytes in the budget; poet: POET's MILP (ICML "
-                 "2022) as published")
+                 "2022) as published; time: the least iteration time under total's model, energy "
+                 "not planned (for costs measured without a power probe)")
       ->capture_default_str();
   cmd.add_option("--time-limit", args.time_limit_s, "solver time limit, seconds")
       ->capture_default_str()

@@ -19,19 +19,19 @@ namespace {
 
 /// The solver's incumbent and bound on one terminal line while it runs, and the mode being
 /// planned (--power-mode auto).
-app::PlanProgress terminal_progress() {
+app::PlanProgress terminal_progress(const char* unit) {
   app::PlanProgress p;
   p.on_mode = [](const std::string& mode, std::size_t n, std::size_t total) {
     std::cerr << "\r" << std::string(120, ' ') << "\r"
               << fmt::format("planning in mode {} ({} of {})\n", mode, n, total);
   };
-  p.on_solve = [](const planner::SolveProgress& s) {
+  p.on_solve = [unit](const planner::SolveProgress& s) {
     const std::string gap = s.incumbent && s.bound && *s.incumbent > 0
                                 ? fmt::format("{:.2f} %", 100 * std::max(0.0, 1 - *s.bound / *s.incumbent))
                                 : "-";
     std::cerr << fmt::format("\r  {:5.1f} s  {:<42} best {:>12}  bound {:>12}  gap {:>8}", s.elapsed_s, s.phase,
-                             s.incumbent ? fmt::format("{:.6g} J", *s.incumbent) : "-",
-                             s.bound ? fmt::format("{:.6g} J", *s.bound) : "-", gap)
+                             s.incumbent ? fmt::format("{:.6g} {}", *s.incumbent, unit) : "-",
+                             s.bound ? fmt::format("{:.6g} {}", *s.bound, unit) : "-", gap)
               << std::flush;
   };
   return p;
@@ -69,28 +69,34 @@ int print_plan_json(const app::PlanOutcome& o, std::ostream& out) {
     j["mode_switches"] = {{"count", 2}, {"time_s", o.switch_time_s}, {"energy_j", o.switch_energy_j}};
   j["nodes"] = o.graph.size();
   j["planner"] = r.planner;
-  j["objective"] = planner::to_string(objective);
+  j["objective"] = o.time_objective ? std::string("time") : std::string(planner::to_string(objective));
   j["fixed_bytes"] = o.graph.fixed_bytes;
   j["status"] = planner::to_string(r.status);
   j["budget_bytes"] = o.request.budget_bytes;
   j["deadline_s"] = std::isfinite(o.request.deadline_s) ? nlohmann::json(o.request.deadline_s) : nullptr;
-  j["objective_j"] = r.schedule ? nlohmann::json(r.objective_j) : nullptr;
-  j["bound_j"] = r.bound_j;
+  if (o.time_objective) {  // the plan's figures are seconds; no energy was planned
+    j["objective_s"] = r.schedule ? nlohmann::json(r.objective_j) : nullptr;
+    j["bound_s"] = r.bound_j;
+  } else {
+    j["objective_j"] = r.schedule ? nlohmann::json(r.objective_j) : nullptr;
+    j["bound_j"] = r.bound_j;
+  }
   j["gap"] = r.gap;
   j["gap_asked"] = {{"gap", o.gap.gap}, {"why", o.gap.why}};
   j["solve_time_s"] = r.solve_time_s;
   if (!r.note.empty()) j["note"] = r.note;
   j["model"] = {{"variables", r.variables}, {"integers", r.integers}, {"rows", r.rows},
                 {"nonzeros", r.nonzeros}};
-  j["store_all"] = {{"energy_j", planner::objective_energy_j(o.store_all, objective)},
+  auto energy = [&](double j_value) { return o.time_objective ? nlohmann::json(nullptr) : nlohmann::json(j_value); };
+  j["store_all"] = {{"energy_j", energy(planner::objective_energy_j(o.store_all, objective))},
                     {"time_s", planner::deadline_time_s(o.store_all, objective)},
                     {"peak_bytes", o.store_all.peak_bytes}};
   if (sim) {
     // energy_j and time_s are what the objective minimizes and the deadline bounds.
-    j["energy_j"] = planner::objective_energy_j(*sim, objective);
+    j["energy_j"] = energy(planner::objective_energy_j(*sim, objective));
     j["time_s"] = planner::deadline_time_s(*sim, objective);
-    j["poet_energy_j"] = sim->energy_j;
-    j["total_energy_j"] = sim->total_energy_j;
+    j["poet_energy_j"] = energy(sim->energy_j);
+    j["total_energy_j"] = energy(sim->total_energy_j);
     j["compute_time_s"] = sim->compute_time_s;
     j["makespan_s"] = sim->makespan_s;
     j["paging_time_s"] = sim->paging_time_s;
@@ -120,10 +126,11 @@ int print_plan_text(const PlanArgs& args, const app::PlanOutcome& o, const PlanO
   const uint64_t fixed_bytes = total ? graph.fixed_bytes : 0;  // what the budget covers too
   const double store_all_j = planner::objective_energy_j(store_all, objective);
   const double store_all_s = planner::deadline_time_s(store_all, objective);
-  out << fmt::format("{}: {} training nodes, store-all peak {}{}, one pass {:.4g} s / {:.4g} J\n",
-                     graph.name, graph.size(), format_bytes(store_all_peak),
-                     total ? fmt::format(" + {} fixed", format_bytes(fixed_bytes)) : std::string(),
-                     store_all_s, store_all_j);
+  const char* unit = o.time_objective ? "s" : "J";  // what the objective and its bound count
+  out << fmt::format("{}: {} training nodes, store-all peak {}{}, one pass {:.4g} s{}\n", graph.name, graph.size(),
+                     format_bytes(store_all_peak),
+                     total ? fmt::format(" + {} fixed", format_bytes(fixed_bytes)) : std::string(), store_all_s,
+                     o.time_objective ? std::string() : fmt::format(" / {:.4g} J", store_all_j));
   // A fallback is a warning: stderr, so that scripts reading stdout still see it on a terminal.
   (o.costs == app::CostSource::kProfileFallback ? std::cerr : out) << o.cost_source << "\n";
   if (!o.modes.empty()) {
@@ -148,7 +155,8 @@ int print_plan_text(const PlanArgs& args, const app::PlanOutcome& o, const PlanO
                          static_cast<double>(store_all_peak),
                      std::isfinite(req.deadline_s) ? fmt::format("{:.4g} s", req.deadline_s)
                                                    : std::string("none"),
-                     planner::to_string(objective));
+                     o.time_objective ? std::string("time (the iteration's makespan; energy not planned)")
+                                      : std::string(planner::to_string(objective)));
   if (r.variables > 0) {
     out << fmt::format("{} MILP: {} variables ({} binary), {} rows, {} nonzeros; cbc {} thread(s)\n",
                        r.planner, r.variables, r.integers, r.rows, r.nonzeros, args.threads);
@@ -159,15 +167,16 @@ int print_plan_text(const PlanArgs& args, const app::PlanOutcome& o, const PlanO
     std::cerr << "ergon: " << r.why << "\n";
     return 1;
   }
-  out << fmt::format("{} in {:.2f} s (bound {:.6g} J, gap {:.3g}%; asked {:.3g}%: {})\n", planner::to_string(r.status),
-                     r.solve_time_s, r.bound_j, 100 * r.gap, 100 * o.gap.gap, o.gap.why);
+  out << fmt::format("{} in {:.2f} s (bound {:.6g} {}, gap {:.3g}%; asked {:.3g}%: {})\n", planner::to_string(r.status),
+                     r.solve_time_s, r.bound_j, unit, 100 * r.gap, 100 * o.gap.gap, o.gap.why);
   if (!r.note.empty()) out << "  note: " << r.note << "\n";
   const double energy_j = planner::objective_energy_j(*sim, objective);
   const double time_s = planner::deadline_time_s(*sim, objective);
-  out << fmt::format("  energy  {:.6g} J   ({:+.2f}% vs store-all{})\n", energy_j,
-                     100 * (energy_j / store_all_j - 1),
-                     total ? fmt::format("; idle {:.4g} J", graph.idle_power_w * sim->makespan_s)
-                           : std::string());
+  if (!o.time_objective)
+    out << fmt::format("  energy  {:.6g} J   ({:+.2f}% vs store-all{})\n", energy_j,
+                       100 * (energy_j / store_all_j - 1),
+                       total ? fmt::format("; idle {:.4g} J", graph.idle_power_w * sim->makespan_s)
+                             : std::string());
   if (total) {
     out << fmt::format("  time    {:.6g} s   ({:+.2f}%; compute {:.4g} s, transfers {:.4g} s, "
                        "stalled {:.4g} s)\n",
@@ -189,7 +198,7 @@ int print_plan_text(const PlanArgs& args, const app::PlanOutcome& o, const PlanO
 
 int run_plan(const PlanArgs& args, const PlanOutput& output, std::ostream& out) {
   const bool tty = !output.json && ::isatty(STDERR_FILENO) == 1;
-  const PlanOutcome o = app::plan(args, tty ? terminal_progress() : app::PlanProgress{});
+  const PlanOutcome o = app::plan(args, tty ? terminal_progress(app::time_objective(args) ? "s" : "J") : app::PlanProgress{});
   if (tty) std::cerr << "\r" << std::string(120, ' ') << "\r";
   if (o.result.schedule && !output.out.empty()) write_schedule(o.encoded, output.out);
   return output.json ? print_plan_json(o, out) : print_plan_text(args, o, output, out);

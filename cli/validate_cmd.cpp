@@ -24,12 +24,20 @@ int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out)
     j["plan_id"] = o.plan_id;
     j["run_id"] = o.run_id;
     j["costs"] = o.cost_source;
+    auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     j["steps"] = o.steps;
+    j["steps_timed"] = o.steps_timed;
     j["steps_attributed"] = o.steps_attributed;
-    j["predicted"] = {{"energy_j", o.predicted_energy_j}, {"time_s", o.predicted_time_s}};
-    j["measured"] = {{"energy_j", o.measured_energy_j}, {"time_s", o.measured_time_s}};
-    j["energy_error_pct"] = pct(o.measured_energy_j, o.predicted_energy_j);
+    j["predicted"] = {{"energy_j", opt(o.predicted_energy_j)}, {"time_s", o.predicted_time_s}};
+    j["measured"] = {{"energy_j", opt(o.measured_energy_j)}, {"time_s", o.measured_time_s}};
+    j["energy_error_pct"] = o.predicted_energy_j && o.measured_energy_j
+                                ? nlohmann::json(pct(*o.measured_energy_j, *o.predicted_energy_j))
+                                : nlohmann::json(nullptr);
     j["time_error_pct"] = pct(o.measured_time_s, o.predicted_time_s);
+    j["step_time_error"] = {{"median_pct", 100 * o.step_error_median}, {"p95_pct", 100 * o.step_error_p95}};
+    j["step_times"] = nlohmann::json::array();
+    for (const auto& st : o.step_times)
+      j["step_times"].push_back({{"predicted_s", st.predicted_s}, {"measured_s", opt(st.measured_s)}});
     if (o.executed) {
       auto iteration = [](const app::ExecutedIteration& e) {
         return nlohmann::json{{"loss", e.loss},
@@ -55,12 +63,23 @@ int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out)
                                         : "a simulated board");
   out << o.cost_source << "\n";
   out << fmt::format("            predicted     measured    error\n");
-  out << fmt::format("  energy  {:>10.6g} J {:>10.6g} J  {:>+6.2f} %\n", o.predicted_energy_j,
-                     o.measured_energy_j, pct(o.measured_energy_j, o.predicted_energy_j));
-  out << fmt::format("  time    {:>10.6g} s {:>10.6g} s  {:>+6.2f} %\n", o.predicted_time_s,
-                     o.measured_time_s, pct(o.measured_time_s, o.predicted_time_s));
-  out << fmt::format("  {} of {} steps attributed; plan {} and run {} stored with the validation in {}\n",
-                     o.steps_attributed, o.steps, o.plan_id, o.run_id, args.db);
+  if (o.predicted_energy_j && o.measured_energy_j) {
+    out << fmt::format("  energy  {:>10.6g} J {:>10.6g} J  {:>+6.2f} %\n", *o.predicted_energy_j,
+                       *o.measured_energy_j, pct(*o.measured_energy_j, *o.predicted_energy_j));
+  } else {
+    out << "  energy  not compared: "
+        << (!o.predicted_energy_j ? "the plan is for time (its costs carry no energy)"
+            : o.steps_attributed == 0
+                ? "the run has no power samples (a board without a power probe)"
+                : fmt::format("the power samples of {} of {} steps did not all arrive", o.steps - o.steps_attributed,
+                              o.steps))
+        << "\n";
+  }
+  out << fmt::format("  time    {:>10.6g} s {:>10.6g} s  {:>+6.2f} %   (per step: |error| median {:.1f} %, p95 {:.1f} %)\n",
+                     o.predicted_time_s, o.measured_time_s, pct(o.measured_time_s, o.predicted_time_s),
+                     100 * o.step_error_median, 100 * o.step_error_p95);
+  out << fmt::format("  {} of {} steps timed, {} with energy; plan {} and run {} stored with the validation in {}\n",
+                     o.steps_timed, o.steps, o.steps_attributed, o.plan_id, o.run_id, args.db);
   if (o.executed) {
     const app::ExecutedIteration& e = *o.executed;
     const app::ExecutedIteration& r = *o.reference;

@@ -141,8 +141,9 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   for (const OpCostRow& r : rows) {
     if (r.op_kind.empty() || r.op_kind == "idle" || r.time_s <= 0) continue;
     // Windows of a profile plan span >= 50 samples; shorter ones (a schedule's steps, run
-    // once each) are too noisy to stand for their shape.
-    if (r.sample_count < kMinSamplesPerShape) continue;
+    // once each) are too noisy to stand for their shape. Without samples (a time cost only),
+    // a profile plan's several windows per shape tell it from a schedule's single step.
+    if (r.gross_energy_j ? r.sample_count < kMinSamplesPerShape : !r.time_s_stddev) continue;
     if (runs.insert(r.run_id).second) {
       const auto a = find_attribution(db, r.run_id);
       if (a && a->idle_samples > 0) idle.push_back(a->idle_power_w);
@@ -156,13 +157,19 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
     row.phase = static_cast<profiler::Phase>(std::get<1>(key));
     row.flops = std::get<2>(key);
     row.bytes = std::get<3>(key);
-    double variance = 0;
+    double variance = 0, energy_j = 0;
+    int with_energy = 0;
     for (const OpCostRow* r : group) {
       row.time_s += r->time_s / static_cast<double>(group.size());
-      row.energy_j += r->gross_energy_j / static_cast<double>(group.size());
+      if (!r->gross_energy_j) continue;
+      energy_j += *r->gross_energy_j;
       variance += std::pow(r->energy_j_stddev.value_or(0), 2);
+      ++with_energy;
     }
-    row.energy_sigma_j = std::sqrt(variance) / static_cast<double>(group.size());
+    if (with_energy > 0) {
+      row.energy_j = energy_j / with_energy;
+      row.energy_sigma_j = std::sqrt(variance) / with_energy;
+    }
     m.rows_.push_back(row);
   }
   m.runs_ = static_cast<int>(runs.size());
@@ -210,8 +217,8 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   auto mean_power = [](const std::vector<const Row*>& group, auto&& keep, const Row* skip) {
     double e = 0, s = 0;
     for (const Row* r : group) {
-      if (r == skip || !keep(*r)) continue;
-      e += r->energy_j;
+      if (r == skip || !r->energy_j || !keep(*r)) continue;
+      e += *r->energy_j;
       s += r->time_s;
     }
     return s > 0 ? e / s : 0.0;
@@ -227,10 +234,20 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   if (p.memory_bound_w == 0) p.memory_bound_w = p.compute_bound_w;
   m.pagein_power_w_ = mean_power(in_rows, any, nullptr);
   m.pageout_power_w_ = mean_power(out_rows, any, nullptr);
+  // Energy is known when every kind of cost was measured with power samples; otherwise the
+  // costs are times only, and energy must come from elsewhere (a board power model) or not at all.
+  m.has_energy_ = p.compute_bound_w > 0 && m.pagein_power_w_ > 0 && m.pageout_power_w_ > 0;
+  if (!m.has_energy_) {
+    p = PowerModel{};
+    m.pagein_power_w_ = m.pageout_power_w_ = 0;
+    for (Row& r : m.rows_) r.energy_j.reset();
+    return m;
+  }
   // Leave-one-out over time and power together.
   std::vector<double> errors;
   for (std::size_t i = 0; i < compute_rows.size(); ++i) {
     const Row& r = *compute_rows[i];
+    if (!r.energy_j) continue;
     std::vector<std::array<double, 3>> rest = ct;
     rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
     const auto loo = fit_non_negative(rest, FitShape::kRoofline);
@@ -240,7 +257,7 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
     const bool by_compute = loo->coef[1] * f >= loo->coef[2] * b;
     double w = by_compute ? mean_power(compute_rows, is_compute, &r) : mean_power(compute_rows, is_memory, &r);
     if (w == 0) w = mean_power(compute_rows, any, &r);
-    errors.push_back(std::abs(loo->predict(f, b) * w - r.energy_j) / r.energy_j);
+    errors.push_back(std::abs(loo->predict(f, b) * w - *r.energy_j) / *r.energy_j);
   }
   p.cv_median = median(errors);
   p.cv_max = errors.empty() ? 0 : *std::max_element(errors.begin(), errors.end());
@@ -252,7 +269,15 @@ std::optional<MeasuredCosts::Cost> MeasuredCosts::exact(bool paging, profiler::P
   for (const Row& r : rows_) {
     if ((r.kind == "paging") != paging || r.bytes != bytes) continue;
     if (paging ? r.phase != phase : r.flops != flops) continue;
-    return Cost{.time_s = r.time_s, .energy_j = r.energy_j, .measured = true, .energy_sigma_j = r.energy_sigma_j};
+    if (!r.energy_j) {  // measured in time only: the energy of the fit's power (no energy: 0, unused)
+      const double power_w = paging ? (phase == profiler::Phase::kPageIn ? pagein_power_w_ : pageout_power_w_)
+                                    : (compute_time_.coef[1] * static_cast<double>(flops) >=
+                                               compute_time_.coef[2] * static_cast<double>(bytes)
+                                           ? compute_power_.compute_bound_w
+                                           : compute_power_.memory_bound_w);
+      return Cost{.time_s = r.time_s, .energy_j = r.time_s * power_w, .measured = true, .energy_sigma_j = 0};
+    }
+    return Cost{.time_s = r.time_s, .energy_j = *r.energy_j, .measured = true, .energy_sigma_j = r.energy_sigma_j};
   }
   return std::nullopt;
 }
@@ -294,10 +319,10 @@ int rebuild_paging_costs(Database& database, const std::string& board_kind) {
   std::map<std::tuple<std::string, int, uint64_t>, Sum> sums;
   for (const OpCostRow& r : list_op_costs(database, board_kind, std::nullopt)) {
     if (r.op_kind != "paging" || r.time_s <= 0) continue;
-    if (r.sample_count < MeasuredCosts::kMinSamplesPerShape) continue;
+    if (!r.gross_energy_j || r.sample_count < MeasuredCosts::kMinSamplesPerShape) continue;
     Sum& s = sums[{r.power_mode, static_cast<int>(r.phase), r.bytes_in}];
     s.time_s += r.time_s;
-    s.energy_j += r.gross_energy_j;
+    s.energy_j += *r.gross_energy_j;
     ++s.count;
   }
   auto& db = database.impl();

@@ -46,7 +46,7 @@ std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>>
                                           FitShape shape = FitShape::kLinear);
 
 /// One board's costs from op_costs: per repetition, gross energy (the board's whole power,
-/// idle included, as the planner's graphs count it). Time is a roofline fitted to the
+/// idle included, as the planner's graphs count it), where power samples measured it. Time is a roofline fitted to the
 /// measured ops; energy is that time x the board's power while running ops of the same bound
 /// (compute-bound ops draw more than memory-bound ones), or while paging.
 class MeasuredCosts {
@@ -98,6 +98,11 @@ class MeasuredCosts {
   [[nodiscard]] double pagein_power_w() const { return pagein_power_w_; }
   [[nodiscard]] double pageout_power_w() const { return pageout_power_w_; }
   [[nodiscard]] int measured_ops() const { return static_cast<int>(rows_.size()); }
+  /// Whether the costs carry energy: compute, page-in and page-out were all measured with power
+  /// samples. When not (a board recorded without a power probe), the costs are times only:
+  /// every Cost's energy_j is 0 and means nothing, the power model is empty, and energy has
+  /// to come from a stated power model or not be planned at all.
+  [[nodiscard]] bool has_energy() const { return has_energy_; }
   [[nodiscard]] int runs() const { return runs_; }
 
  private:
@@ -107,8 +112,8 @@ class MeasuredCosts {
     uint64_t flops = 0;
     uint64_t bytes = 0;  ///< read + written; for paging, moved
     double time_s = 0;
-    double energy_j = 0;
-    double energy_sigma_j = 0;  ///< of the mean over the runs that measured the shape
+    std::optional<double> energy_j;  ///< none: measured without power samples
+    double energy_sigma_j = 0;       ///< of the mean over the runs that measured the shape
   };
   [[nodiscard]] std::optional<Cost> exact(bool paging, profiler::Phase phase, uint64_t flops,
                                           uint64_t bytes) const;
@@ -121,6 +126,7 @@ class MeasuredCosts {
   LinearFit pagein_time_, pageout_time_;
   double pagein_power_w_ = 0, pageout_power_w_ = 0;
   double idle_power_w_ = 0;
+  bool has_energy_ = false;
   std::string power_mode_;
   int runs_ = 0;
 };

@@ -127,8 +127,13 @@ void replace_attribution(Database& database, int64_t run_id, const RunAttributio
     insert.bind(4, r.time_s);
     if (r.time_s_stddev && std::isfinite(*r.time_s_stddev)) insert.bind(5, *r.time_s_stddev);
     else insert.bind_null(5);
-    insert.bind(6, r.gross_energy_j);
-    insert.bind(7, r.net_energy_j);
+    if (r.gross_energy_j && r.net_energy_j) {
+      insert.bind(6, *r.gross_energy_j);
+      insert.bind(7, *r.net_energy_j);
+    } else {
+      insert.bind_null(6);
+      insert.bind_null(7);
+    }
     if (r.energy_j_stddev && std::isfinite(*r.energy_j_stddev)) insert.bind(8, *r.energy_j_stddev);
     else insert.bind_null(8);
     insert.bind(9, static_cast<int64_t>(r.sample_count));
@@ -198,8 +203,8 @@ std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std
     r.phase = profiler::phase_from_name(q.column_text(2)).value_or(profiler::Phase::kForward);
     r.time_s = q.column_double(3);
     if (!q.column_is_null(4)) r.time_s_stddev = q.column_double(4);
-    r.gross_energy_j = q.column_double(5);
-    r.net_energy_j = q.column_double(6);
+    if (!q.column_is_null(5)) r.gross_energy_j = q.column_double(5);
+    if (!q.column_is_null(6)) r.net_energy_j = q.column_double(6);
     if (!q.column_is_null(7)) r.energy_j_stddev = q.column_double(7);
     r.sample_count = static_cast<uint32_t>(q.column_int64(8));
     r.board_kind = q.column_text(9);

@@ -32,8 +32,9 @@ struct OpCostRow {
   profiler::Phase phase = profiler::Phase::kForward;
   double time_s = 0;                     ///< per repetition
   std::optional<double> time_s_stddev;
-  double gross_energy_j = 0;
-  double net_energy_j = 0;
+  /// Both or neither: none when no power samples covered the op (a time cost only).
+  std::optional<double> gross_energy_j;
+  std::optional<double> net_energy_j;
   std::optional<double> energy_j_stddev;  ///< 1 sigma
   uint32_t sample_count = 0;
   // Read back with the row (ignored when writing):

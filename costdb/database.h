@@ -17,7 +17,7 @@ namespace ergon::costdb {
 
 /// Schema version this build writes (PRAGMA user_version). Migrations in schema.cpp bring
 /// older files up to it; a newer file is refused with DatabaseError.
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 /// An open SQLite cost database (WAL, one writer). Not thread-safe: use it from one thread.
 /// Writes go into a batch (one transaction) that commit_batch() makes durable; a process

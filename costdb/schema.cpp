@@ -277,6 +277,30 @@ UPDATE plans SET cost_source = 'measured'
   WHERE board_id IN (SELECT id FROM boards WHERE name = 'measured');
 )sql";
 
+// v8: a cost measured without power samples (a board with no power probe, ergon-agent
+// --probe none) has a time and no energy: the energies become nullable, both or neither.
+// op_costs is derived, so it is rebuilt as it stands.
+constexpr const char* kSchemaV8 = R"sql(
+CREATE TABLE op_costs_v8 (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  op_id INTEGER NOT NULL,
+  phase TEXT NOT NULL CHECK (phase IN ('forward', 'backward', 'recompute', 'page-in',
+                                       'page-out', 'idle', 'sync')),
+  time_s REAL NOT NULL CHECK (time_s >= 0),
+  time_s_stddev REAL CHECK (time_s_stddev >= 0),
+  gross_energy_j REAL,
+  net_energy_j REAL,
+  energy_j_stddev REAL CHECK (energy_j_stddev >= 0),
+  sample_count INTEGER NOT NULL CHECK (sample_count >= 0),
+  PRIMARY KEY (run_id, op_id, phase),
+  CHECK ((gross_energy_j IS NULL) = (net_energy_j IS NULL))
+) STRICT;
+INSERT INTO op_costs_v8 SELECT run_id, op_id, phase, time_s, time_s_stddev, gross_energy_j,
+  net_energy_j, energy_j_stddev, sample_count FROM op_costs;
+DROP TABLE op_costs;
+ALTER TABLE op_costs_v8 RENAME TO op_costs;
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
     Migration{2, kSchemaV2},
@@ -285,6 +309,7 @@ constexpr std::array kMigrations{
     Migration{5, kSchemaV5},
     Migration{6, kSchemaV6},
     Migration{7, kSchemaV7},
+    Migration{8, kSchemaV8},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");

@@ -165,6 +165,7 @@ Attribution attribute(std::span<const OpSpan> spans, std::span<const probes::Pow
   std::vector<const probes::PowerSample*> ok;
   for (const auto& s : samples) {
     if (s.rail != rail) continue;
+    ++a.samples_seen;
     if (s.flags != probes::kSampleOk) {
       ++a.samples_flagged;
       continue;
@@ -302,29 +303,31 @@ Attribution attribute(std::span<const OpSpan> spans, std::span<const probes::Pow
     std::vector<double> time, gross, net;
     double meas_var = 0;
     for (const WindowCost* w : ws) {
+      const double reps = std::max<uint32_t>(1, w->span.repetitions);
+      time.push_back(w->time_s / reps);
       if (!w->covered) {
         ++c.windows_uncovered;
         continue;
       }
-      const double reps = std::max<uint32_t>(1, w->span.repetitions);
-      time.push_back(w->time_s / reps);
       gross.push_back(w->gross_energy_j / reps);
       net.push_back(w->net_energy_j / reps);
       meas_var += (w->energy_sigma_j / reps) * (w->energy_sigma_j / reps);
       c.sample_count += w->samples;
     }
-    c.windows = static_cast<uint32_t>(net.size());
-    if (c.windows > 0) {
-      const double k = c.windows;
-      auto mean = [&](const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / k; };
-      auto sd = [&](const std::vector<double>& v, double m) {
-        if (v.size() < 2) return 0.0;
-        double ss = 0;
-        for (double x : v) ss += (x - m) * (x - m);
-        return std::sqrt(ss / (k - 1));
-      };
-      c.time_s = mean(time);
-      c.time_s_stddev = sd(time, c.time_s);
+    auto mean = [](const std::vector<double>& v) {
+      return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+    };
+    auto sd = [](const std::vector<double>& v, double m) {
+      if (v.size() < 2) return 0.0;
+      double ss = 0;
+      for (double x : v) ss += (x - m) * (x - m);
+      return std::sqrt(ss / static_cast<double>(v.size() - 1));
+    };
+    c.windows = static_cast<uint32_t>(time.size());
+    c.time_s = mean(time);
+    c.time_s_stddev = sd(time, c.time_s);
+    if (c.energy_known()) {
+      const double k = static_cast<double>(net.size());
       c.gross_energy_j = mean(gross);
       c.net_energy_j = mean(net);
       const double spread = sd(net, c.net_energy_j);

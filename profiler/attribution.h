@@ -61,23 +61,29 @@ struct WindowCost {
   double net_energy_j = 0;    ///< minus idle power x time_s
   double energy_sigma_j = 0;  ///< 1-sigma uncertainty of net_energy_j
   uint32_t samples = 0;       ///< samples inside the window
-  bool covered = false;       ///< samples cover the window without a gap; else not attributed
+  /// Samples cover the window without a gap, so its energy is known; else only its time is
+  /// (a run without a power probe, or samples lost on the link).
+  bool covered = false;
 };
 
-/// One op in one phase: per-repetition figures over its covered windows.
+/// One op in one phase, per repetition: its time over every window that arrived, its energy
+/// over the windows whose samples cover them (none: the energy is unknown, never 0).
 struct OpCost {
   uint32_t op_id = 0;
   Phase phase = Phase::kForward;
-  double time_s = 0;          ///< mean duration of one repetition
+  double time_s = 0;          ///< mean duration of one repetition, over every window
   double time_s_stddev = 0;   ///< spread of that across windows (0 with one window)
+  /// Meaningful only when energy_known(): means over the covered windows.
   double gross_energy_j = 0;
   double net_energy_j = 0;
   /// 1-sigma uncertainty of net_energy_j: measurement (noise and quantization over the
   /// samples, window edges, the idle estimate) and the spread across windows.
   double energy_j_stddev = 0;
   uint32_t sample_count = 0;
-  uint32_t windows = 0;            ///< windows attributed
-  uint32_t windows_uncovered = 0;  ///< windows whose samples did not (all) arrive
+  uint32_t windows = 0;            ///< windows timed (every window of the op that arrived)
+  uint32_t windows_uncovered = 0;  ///< of those, windows whose samples did not (all) arrive
+  [[nodiscard]] uint32_t energy_windows() const { return windows - windows_uncovered; }
+  [[nodiscard]] bool energy_known() const { return energy_windows() > 0; }
 };
 
 struct Attribution {
@@ -88,6 +94,7 @@ struct Attribution {
   double idle_power_sigma_w = 0;
   uint32_t idle_samples = 0;
   uint32_t samples_flagged = 0;  ///< overflow or stale samples, left out
+  uint64_t samples_seen = 0;     ///< samples of the rail that arrived (0: time costs only)
   std::vector<WindowCost> windows;
   std::vector<OpCost> ops;  ///< by op id, then phase; idle windows not included
 };
@@ -100,7 +107,8 @@ struct Attribution {
 /// between an edge and the nearest sample inside, that sample's power holds. A window is
 /// covered when its samples reach within two sample periods of each edge with no gap over
 /// three (a window shorter than a sample interval: when samples lie that close on either
-/// side); others are reported, not attributed. Spans may overlap (a page-out during compute): each gets the whole power over
+/// side); others are timed but get no energy (a run without samples at all gives time costs
+/// only, with `samples_seen` 0). Spans may overlap (a page-out during compute): each gets the whole power over
 /// its own interval, so overlapping energy is counted once per span (docs/accuracy.md).
 Attribution attribute(std::span<const OpSpan> spans, std::span<const probes::PowerSample> samples,
                       std::span<const SyncPoint> sync, uint64_t tick_hz, uint8_t rail = 0);

@@ -19,6 +19,7 @@ int64_t seconds_to_ns(double s) { return static_cast<int64_t>(s * 1e9); }
 
 std::string kind_name(BoardKind kind) {
   if (kind == BoardKind::kPowerLogger) return std::string(kPowerLoggerKindName);
+  if (kind == BoardKind::kLinuxHost) return std::string(kLinuxHostKindName);
   const auto board = find_board(kind);
   return board ? std::string(board->name) : "unknown";
 }
@@ -235,12 +236,16 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
   std::optional<BoardProfile> profile = find_board(msg.board_kind);
   std::string mismatch;
   if (!profile) {
+    // --board names what an undeclared board, or a Linux host, is; a host without it is
+    // recorded as a host (no profile: its costs are only what is measured).
     profile = options_.expected_board;
-    if (!profile)
+    if (profile) {
+      hello.kind_name = std::string(profile->name);
+    } else if (msg.board_kind != BoardKind::kLinuxHost) {
       return fail(SessionState::kFailed, source_ +
                                              " did not say what board it is; pass --board (" +
                                              board_names() + ")");
-    hello.kind_name = std::string(profile->name);
+    }
   } else if (options_.expected_board && options_.expected_board->kind != profile->kind) {
     mismatch = "--board said " + std::string(options_.expected_board->name) +
                " but the board says it is " + hello.kind_name + "; recording it as " +
@@ -282,9 +287,11 @@ void RecordSession::on_mode_set(const proto::PowerModeSet& answer, std::vector<u
 }
 
 void RecordSession::begin(BoardHello hello, const std::string& warning, std::vector<uint8_t>& out) {
-  // on_hello resolved the profile (the Hello's kind, else --board) and failed without one.
+  // on_hello resolved the profile (the Hello's kind, else --board) and failed without one,
+  // but for a Linux host: its plan is a Linux board's, sized by the RAM it declares.
   std::optional<BoardProfile> profile = find_board(hello.kind);
   if (!profile) profile = options_.expected_board;
+  if (!profile) profile = BoardProfile{.kind = hello.kind, .name = kLinuxHostKindName, .ram_bytes = hello.ram_bytes};
   hello_ = std::move(hello);
   plan_ = options_.plan ? *options_.plan : default_profile_plan(*profile, options_.seed);
   if (options_.min_window_us) plan_.min_window_us = *options_.min_window_us;

@@ -89,6 +89,8 @@ class RecordSink {
 
 /// The board kind a power logger's runs are recorded under.
 inline constexpr std::string_view kPowerLoggerKindName = "power-logger";
+/// What a Linux host's runs are stored as (BoardKind::kLinuxHost): a kind with no profile.
+inline constexpr std::string_view kLinuxHostKindName = "host";
 
 struct RecordOptions {
   /// Board profile to assume when the Hello does not name a known kind; also checked

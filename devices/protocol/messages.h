@@ -32,6 +32,9 @@ enum class BoardKind : uint8_t {
   /// A power logger: a small board of its own reading a power monitor on another board's
   /// supply, streaming samples on its own link and clock (no plan, no spans).
   kPowerLogger = 5,
+  /// A Linux computer running ergon-agent with no board declared (--board): it has no
+  /// published profile, so what it costs is only what is measured on it.
+  kLinuxHost = 6,
 };
 
 struct RailInfo {

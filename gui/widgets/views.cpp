@@ -424,18 +424,18 @@ void CostView::set_costs(const std::vector<costdb::OpCostRow>& rows) {
                             QString::fromStdString(r.op_kind), QString::fromStdString(r.dims),
                             QString::number(r.time_s, 'g', 4),
                             r.time_s_stddev ? QString::number(*r.time_s_stddev, 'g', 2) : "",
-                            QString::number(r.net_energy_j, 'g', 4),
+                            r.net_energy_j ? QString::number(*r.net_energy_j, 'g', 4) : "unknown",
                             r.energy_j_stddev ? QString::number(*r.energy_j_stddev, 'g', 2) : "",
                             QString::number(r.sample_count)};
     for (int c = 0; c < cells.size(); ++c) table_->setItem(static_cast<int>(i), c, new QTableWidgetItem(cells[c]));
-    if (r.flops > 0 && r.net_energy_j > 0) {
+    if (r.flops > 0 && r.net_energy_j.value_or(0) > 0) {
       QScatterSeries*& s = by_kind[r.op_kind];
       if (s == nullptr) {
         s = new QScatterSeries;
         s->setName(QString::fromStdString(r.op_kind));
         s->setMarkerSize(8);
       }
-      s->append(static_cast<double>(r.flops), r.net_energy_j);
+      s->append(static_cast<double>(r.flops), *r.net_energy_j);
     }
   }
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);

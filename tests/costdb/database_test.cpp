@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "costdb/costs.h"
 #include "costdb_test_util.h"
 
 namespace ergon::costdb {
@@ -225,6 +226,42 @@ TEST_F(DatabaseTest, KilledWriterLosesOnlyTheUncommittedBatch) {
   EXPECT_EQ(runs[0].status, RunStatus::kRecording);
   EXPECT_EQ(runs[0].counters.bytes, 123U);
   EXPECT_FALSE(runs[0].ended_at_ns.has_value());
+}
+
+TEST_F(DatabaseTest, AVersion7FileKeepsItsCostsAndStoresTimeOnlyCostsAfterMigrating) {
+  {
+    Database db = Database::open(db_path());
+    RunWriter run(db, sim_board(), "sim", 1);
+    run.add_op(1, profiler::relu(2048, profiler::Phase::kForward), profiler::Phase::kForward);
+    OpCostRow row{.run_id = run.run_id(), .op_id = 1, .time_s = 0.5, .gross_energy_j = 2.0, .net_energy_j = 1.0};
+    replace_attribution(db, run.run_id(), {}, std::span(&row, 1));
+    db.commit_batch();
+  }
+  // Back to schema version 7: energies NOT NULL.
+  raw_exec(db_path(),
+           "PRAGMA foreign_keys = OFF; BEGIN;"
+           "CREATE TABLE old_costs (run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE, "
+           "op_id INTEGER NOT NULL, phase TEXT NOT NULL, time_s REAL NOT NULL, time_s_stddev REAL, "
+           "gross_energy_j REAL NOT NULL, net_energy_j REAL NOT NULL, energy_j_stddev REAL, "
+           "sample_count INTEGER NOT NULL, PRIMARY KEY (run_id, op_id, phase)) STRICT;"
+           "INSERT INTO old_costs SELECT * FROM op_costs; DROP TABLE op_costs;"
+           "ALTER TABLE old_costs RENAME TO op_costs; PRAGMA user_version = 7; COMMIT;");
+  Database db = Database::open(db_path());
+  EXPECT_EQ(db.schema_version(), kSchemaVersion);
+  auto rows = list_op_costs(db, std::nullopt, std::nullopt);
+  ASSERT_EQ(rows.size(), 1U);
+  EXPECT_EQ(rows[0].gross_energy_j, 2.0);
+  EXPECT_EQ(rows[0].net_energy_j, 1.0);
+  // A cost without energy is stored as such, and read back without one (never as 0 J).
+  OpCostRow timed{.run_id = rows[0].run_id, .op_id = 1, .time_s = 0.25};
+  replace_attribution(db, rows[0].run_id, {}, std::span(&timed, 1));
+  db.commit_batch();
+  rows = list_op_costs(db, std::nullopt, std::nullopt);
+  ASSERT_EQ(rows.size(), 1U);
+  EXPECT_DOUBLE_EQ(rows[0].time_s, 0.25);
+  EXPECT_FALSE(rows[0].gross_energy_j.has_value());
+  EXPECT_FALSE(rows[0].net_energy_j.has_value());
+  EXPECT_EQ(raw_query(db_path(), "SELECT count(*) FROM op_costs WHERE gross_energy_j IS NULL"), "1");
 }
 
 }  // namespace

@@ -361,7 +361,8 @@ TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsS
   EXPECT_GT(sim.page_outs, 0) << "the schedule should page at 50 %";
   EXPECT_EQ(o.steps_attributed, o.steps);
   // The simulated board spends each step's true cost with 3 % power jitter per step.
-  EXPECT_NEAR(o.measured_energy_j, o.predicted_energy_j, 0.05 * o.predicted_energy_j);
+  ASSERT_TRUE(o.measured_energy_j && o.predicted_energy_j);
+  EXPECT_NEAR(*o.measured_energy_j, *o.predicted_energy_j, 0.05 * *o.predicted_energy_j);
   EXPECT_NEAR(o.measured_time_s, o.predicted_time_s, 0.005 * o.predicted_time_s);
   {
     auto db = costdb::Database::open_read_only(db_path());
@@ -381,7 +382,7 @@ TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsS
   EXPECT_EQ(o2.plan_id, o.plan_id);
   EXPECT_NE(o2.run_id, o.run_id);
   EXPECT_EQ(o2.steps, o.steps);
-  EXPECT_DOUBLE_EQ(o2.predicted_energy_j, o.predicted_energy_j);
+  EXPECT_EQ(o2.predicted_energy_j, o.predicted_energy_j);
   auto db = costdb::Database::open_read_only(db_path());
   EXPECT_EQ(costdb::list_plans(db).size(), 1U);
   app::ValidateRequest missing = again;
@@ -400,7 +401,7 @@ TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
   again.db = db_path().string();
   again.plan_id = o.plan_id;
   const app::ValidateOutcome o2 = app::validate(again);
-  EXPECT_DOUBLE_EQ(o2.predicted_energy_j, o.predicted_energy_j);
+  EXPECT_EQ(o2.predicted_energy_j, o.predicted_energy_j);
   EXPECT_NEAR(o2.measured_time_s, o.measured_time_s, 0.005 * o.measured_time_s);
   {
     auto db = costdb::Database::open_read_only(db_path());
@@ -411,7 +412,8 @@ TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
   args.plan.power_mode = "1500MHz/600MHz";
   const app::ValidateOutcome mixed = app::validate(args);
   EXPECT_NEAR(mixed.measured_time_s, mixed.predicted_time_s, 0.005 * mixed.predicted_time_s);
-  EXPECT_NEAR(mixed.measured_energy_j, mixed.predicted_energy_j, 0.05 * mixed.predicted_energy_j);
+  ASSERT_TRUE(mixed.measured_energy_j && mixed.predicted_energy_j);
+  EXPECT_NEAR(*mixed.measured_energy_j, *mixed.predicted_energy_j, 0.05 * *mixed.predicted_energy_j);
   {
     // The stored plan's iteration includes the two mode switches.
     auto db = costdb::Database::open_read_only(db_path());

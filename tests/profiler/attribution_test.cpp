@@ -101,6 +101,46 @@ TEST(Attribution, NetEnergyOfEveryWindowMatchesTheSimulatorsTruth) {
   }
 }
 
+TEST(Attribution, WithoutPowerSamplesEveryOpIsTimedAndItsEnergyIsUnknown) {
+  Harness h(*devices::find_board("pi4"));
+  h.run(300);
+  const Attribution a = attribute(h.sink.spans, {}, h.sink.syncs, h.sink.hello.tick_hz);
+  EXPECT_EQ(a.samples_seen, 0U);
+  ASSERT_FALSE(a.ops.empty());
+  const auto& truth = h.sim.truth();
+  for (std::size_t i = 0; i < a.windows.size() && i < truth.size(); ++i) {
+    EXPECT_FALSE(a.windows[i].covered);
+    const double true_s = static_cast<double>(truth[i].end_ns - truth[i].begin_ns) * 1e-9;
+    EXPECT_NEAR(a.windows[i].time_s, true_s, 1e-4 * true_s + 1e-6) << "window " << i;
+  }
+  for (const OpCost& c : a.ops) {
+    EXPECT_FALSE(c.energy_known()) << "op " << c.op_id;
+    EXPECT_GT(c.windows, 0U);
+    EXPECT_EQ(c.windows_uncovered, c.windows);
+    EXPECT_GT(c.time_s, 0);
+  }
+}
+
+TEST(Attribution, AWindowWhoseSamplesWereLostKeepsItsTimeButNotItsEnergy) {
+  Harness h(*devices::find_board("pi4"));
+  h.run(300);
+  // Lose the samples of the middle third of the run, as a dropped link would.
+  std::vector<probes::PowerSample> kept;
+  const auto n = h.sink.samples_.size();
+  for (std::size_t i = 0; i < n; ++i)
+    if (i < n / 3 || i > 2 * n / 3) kept.push_back(h.sink.samples_[i]);
+  const Attribution all = attribute(h.sink.spans, h.sink.samples_, h.sink.syncs, h.sink.hello.tick_hz);
+  const Attribution some = attribute(h.sink.spans, kept, h.sink.syncs, h.sink.hello.tick_hz);
+  ASSERT_EQ(all.ops.size(), some.ops.size());
+  int partly = 0;
+  for (std::size_t k = 0; k < all.ops.size(); ++k) {
+    EXPECT_EQ(some.ops[k].windows, all.ops[k].windows) << "every window is timed";
+    EXPECT_DOUBLE_EQ(some.ops[k].time_s, all.ops[k].time_s);
+    partly += some.ops[k].windows_uncovered > all.ops[k].windows_uncovered ? 1 : 0;
+  }
+  EXPECT_GT(partly, 0);
+}
+
 TEST(Attribution, ErrorGrowsAsWindowsShrinkAndTheUncertaintySaysSo) {
   std::printf("| board | window | windows | samples (median) | median error | p95 error | "
               "median 1-sigma | within 2 sigma |\n");

@@ -1,0 +1,135 @@
+// A board without a power chip still gives time costs: ergon-agent with no probe (this very
+// machine, a Linux host), recorded over a real pty, attributed, planned and validated on real
+// kernels. Energy stays unknown all the way: never 0, never guessed.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <string>
+
+#include "agent/agent.h"
+#include "app/attribute.h"
+#include "app/board_costs.h"
+#include "app/plan.h"
+#include "app/record.h"
+#include "app/step_plans.h"
+#include "app/validate.h"
+#include "common/error.h"
+#include "costdb/costs.h"
+#include "devices/board_profile.h"
+#include "planner/zoo.h"
+#include "tests/support/recording_test.h"
+
+namespace ergon {
+namespace {
+
+class TimeOnlyProfiling : public testing::RecordingTest {
+ protected:
+  /// Records mlp's own profile plan from an agent with no probe and attributes it; returns
+  /// the run.
+  int64_t record_without_probe(const std::string& board) {
+    agent::AgentOptions options;
+    options.link = "pty";
+    options.probe = std::string(agent::kNoProbe);
+    options.board = board;
+    options.scratch = dir_;
+    agent::AgentThread agent(options);
+    app::RecordRequest req;
+    req.ports = {agent.link()};
+    req.db_path = db_path();
+    const auto graph = planner::build_training_graph(planner::zoo_model("mlp", 1), app::BoardProfileCosts(*devices::find_board("pi4")));
+    req.options.plan = app::model_profile_plan(graph, 1);
+    std::atomic<int> interrupts{0};
+    const auto outcomes = app::record_boards(req, {}, interrupts);
+    EXPECT_EQ(outcomes.size(), 1U);
+    EXPECT_EQ(outcomes.at(0).state, devices::SessionState::kCompleted) << outcomes.at(0).error;
+    auto db = costdb::Database::open(db_path());
+    (void)app::attribute_run(db, *outcomes.at(0).run_id);
+    return *outcomes.at(0).run_id;
+  }
+
+  app::PlanArgs plan_args(const std::string& board) const {
+    app::PlanArgs args;
+    args.model = "mlp";
+    args.board = board;
+    args.db = db_path().string();
+    args.time_limit_s = 3;
+    args.gap = 0.05;
+    return args;
+  }
+};
+
+TEST_F(TimeOnlyProfiling, AnAgentWithoutAProbeGivesTimeCostsWhoseEnergyIsUnknown) {
+  const int64_t run = record_without_probe("");
+  auto db = costdb::Database::open(db_path());
+  const app::AttributedRun a = app::attribute_run(db, run);
+  EXPECT_EQ(a.run.board_kind, "host");  // no --board: a Linux host, no published profile
+  EXPECT_EQ(a.samples, 0U);
+  ASSERT_FALSE(a.rows.empty());
+  for (const costdb::OpCostRow& r : costdb::list_op_costs(db, "host", run)) {
+    EXPECT_GT(r.time_s, 0) << "op " << r.op_id;
+    EXPECT_FALSE(r.gross_energy_j.has_value()) << "op " << r.op_id;
+    EXPECT_FALSE(r.net_energy_j.has_value()) << "op " << r.op_id;
+  }
+}
+
+TEST_F(TimeOnlyProfiling, PlanningTimeOnlyCostsRefusesEnergyWithoutAPowerModelAndPlansTime) {
+  record_without_probe("");
+  try {
+    (void)app::plan(plan_args("host"));
+    ADD_FAILURE() << "energy cannot be planned on times alone";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--objective time"), std::string::npos) << e.what();
+  }
+  app::PlanArgs args = plan_args("host");
+  args.objective = "time";
+  const app::PlanOutcome o = app::plan(args);
+  ASSERT_TRUE(o.result.schedule) << o.result.why;
+  EXPECT_TRUE(o.time_objective);
+  // What the plan minimises is the iteration's makespan, in seconds: its replay's "energy".
+  EXPECT_NEAR(o.sim->total_energy_j, o.sim->makespan_s, 1e-9 + 1e-9 * o.sim->makespan_s);
+  EXPECT_LE(o.sim->makespan_s, o.store_all.makespan_s * 1.5);
+  EXPECT_NE(o.cost_source.find("times only"), std::string::npos) << o.cost_source;
+}
+
+TEST_F(TimeOnlyProfiling, ABoardWithAProfileTakesItsEnergyFromThePublishedPowerAndSaysSo) {
+  record_without_probe("pi4");  // a Pi 4 whose INA219 is not wired yet
+  const app::PlanOutcome o = app::plan(plan_args("pi4"));
+  ASSERT_TRUE(o.result.schedule) << o.result.why;
+  EXPECT_NE(o.cost_source.find("pi4 profile's published power"), std::string::npos) << o.cost_source;
+  EXPECT_GT(o.sim->total_energy_j, 0);
+  // Energy is the measured time at the profile's power: idle power over the makespan at least.
+  EXPECT_GE(o.sim->total_energy_j, devices::find_board("pi4")->idle_w * o.sim->makespan_s * 0.999);
+}
+
+TEST_F(TimeOnlyProfiling, ValidatingOnRealKernelsComparesTimePerStepAndLeavesEnergyUncompared) {
+  record_without_probe("");
+  agent::AgentOptions options;
+  options.link = "pty";
+  options.probe = std::string(agent::kNoProbe);
+  options.scratch = dir_;
+  agent::AgentThread agent(options);
+  app::ValidateRequest v;
+  v.plan = plan_args("host");
+  v.plan.objective = "time";
+  v.db = db_path().string();
+  v.execute = true;
+  v.port = agent.link();
+  const app::ValidateOutcome o = app::validate(v);
+  EXPECT_TRUE(o.gradients_match());
+  EXPECT_EQ(o.steps_timed, o.steps);
+  EXPECT_EQ(o.steps_attributed, 0);
+  EXPECT_FALSE(o.predicted_energy_j.has_value());
+  EXPECT_FALSE(o.measured_energy_j.has_value());
+  ASSERT_EQ(o.step_times.size(), static_cast<std::size_t>(o.steps));
+  for (const auto& st : o.step_times) {
+    EXPECT_GT(st.predicted_s, 0);
+    ASSERT_TRUE(st.measured_s.has_value());
+    EXPECT_GT(*st.measured_s, 0);
+  }
+  EXPECT_GT(o.measured_time_s, 0);
+  EXPECT_GE(o.step_error_p95, o.step_error_median);
+}
+
+}  // namespace
+}  // namespace ergon
