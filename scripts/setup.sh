@@ -16,6 +16,7 @@ packages=(
   g++-aarch64-linux-gnu               # ergon-agent for 64-bit Arm boards (preset arm64-agent)
   qemu-user                           # runs that arm64 ergon-agent in CI (scripts/check_arm64_agent.sh)
   gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib  # Cortex-M firmware
+  qemu-system-arm                     # runs the MPS2 AN386 firmware image in CI (scripts/check_qemu_firmware.sh)
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev libgl-dev   # the dashboard (Qt 6 Widgets + Charts)
 )
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything (ergon-agent for arm64 too, and the Cortex-M
-# firmware images, with their sizes), fuzzes the protocol
+# firmware images, with their sizes, one of them run under qemu-system-arm), fuzzes the protocol
 # decoder and the tegrastats parser for a bounded time (libFuzzer, clang, ASan + UBSan), then
 # runs every test that needs no hardware.
 #   ERGON_FUZZ_SECONDS   fuzzing time (default 60; 0 skips fuzzing)
@@ -20,12 +20,16 @@ cmake --build --preset default -j "$jobs"
 cmake --preset arm64-agent >/dev/null
 cmake --build --preset arm64-agent -j "$jobs"
 
-# The Cortex-M firmware images (nRF52840, SAMD21 / MKR1000): they must link and fit.
-for target in nrf52840 samd21; do
+# The Cortex-M firmware images (nRF52840, SAMD21 / MKR1000, and Arm's MPS2 AN386 board that
+# qemu-system-arm emulates): they must link and fit.
+for target in nrf52840 samd21 mps2_an386; do
   cmake --preset "firmware-$target" >/dev/null
   cmake --build --preset "firmware-$target" -j "$jobs" >/dev/null
 done
 scripts/firmware_size.sh
+# The MPS2 AN386 image itself under qemu-system-arm, recorded by ergon record over its UART:
+# every span and sample arrives and the clock syncs (about 10 s).
+scripts/check_qemu_firmware.sh
 
 fuzz_seconds=${ERGON_FUZZ_SECONDS:-60}
 if [[ $fuzz_seconds != 0 ]]; then

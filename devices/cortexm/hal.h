@@ -2,7 +2,8 @@
 
 // The hardware the Cortex-M firmware needs, as small interfaces: a byte link to the host, a
 // tick clock, an I2C master for the INA219, and a block device for paging. Each target
-// (targets/nrf52840, targets/samd21) implements them on registers; the host build implements
+// (targets/nrf52840, targets/samd21) implements them on registers, as does targets/mps2_an386
+// (the board QEMU emulates, with a modelled INA219 and a RAM disk); the host build implements
 // them on a pseudo-terminal, a steady clock, a simulated INA219 and a file, so CI runs the
 // firmware's own code. Freestanding: no heap, no exceptions, no RTTI.
 
