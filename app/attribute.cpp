@@ -28,15 +28,15 @@ AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
     // Measured by a power logger on its own clock: its samples reach the board's clock
     // through host time, each device's clock fitted from its own sync exchanges.
     const costdb::RunData logger = costdb::load_run_data(db, *data.run.power_run_id);
-    r.logger_clock = profiler::fit_clock(logger.syncs, logger.tick_hz);
+    r.logger_clock = profiler::fit_clock(logger.syncs, logger.tick_hz, profiler::kMaxPlausibleDriftPpm, logger.time_scale);
     constexpr double kAnyDrift = std::numeric_limits<double>::infinity();
     const auto samples = profiler::to_board_ticks(
         logger.samples, profiler::fit_clock(logger.syncs, logger.tick_hz, kAnyDrift),
         profiler::fit_clock(data.syncs, data.tick_hz, kAnyDrift));
-    r.attribution = profiler::attribute(data.spans, samples, data.syncs, data.tick_hz);
+    r.attribution = profiler::attribute(data.spans, samples, data.syncs, data.tick_hz, 0, data.time_scale);
     r.samples = samples.size();
   } else {
-    r.attribution = profiler::attribute(data.spans, data.samples, data.syncs, data.tick_hz);
+    r.attribution = profiler::attribute(data.spans, data.samples, data.syncs, data.tick_hz, 0, data.time_scale);
     r.samples = data.samples.size();
   }
   for (const profiler::OpCost& c : r.attribution.ops) {

@@ -18,11 +18,14 @@ RunData load_run_data(Database& database, int64_t run_id) {
   d.run = std::move(*run);
   {
     detail::Statement q(db.db,
-                        "SELECT b.tick_hz FROM runs r JOIN boards b ON b.id = r.board_id "
+                        "SELECT b.tick_hz, r.device_time_scale FROM runs r JOIN boards b ON b.id = r.board_id "
                         "WHERE r.id = ?1",
                         db.path);
     q.bind(1, run_id);
-    if (q.step(doing)) d.tick_hz = q.column_uint64(0);
+    if (q.step(doing)) {
+      d.tick_hz = q.column_uint64(0);
+      d.time_scale = q.column_double(1);
+    }
     q.reset();
   }
   {

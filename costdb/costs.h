@@ -17,6 +17,7 @@ namespace ergon::costdb {
 struct RunData {
   RunSummary run;
   uint64_t tick_hz = 0;
+  double time_scale = 1;  ///< board seconds per real second (runs.device_time_scale)
   std::vector<profiler::OpSpan> spans;            ///< by begin time
   std::vector<probes::PowerSample> samples;       ///< by time
   std::vector<SyncPoint> syncs;

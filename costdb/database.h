@@ -65,6 +65,9 @@ struct BoardInfo {
   /// How long the board took to switch into that mode, when the host switched it for this
   /// run: kept with the mode (power_modes.params_json's switch_ns), the latest measurement.
   std::optional<uint64_t> mode_switch_ns;
+  /// Board seconds per real second, as its Hello said (1: real time; a simulator's speed; 0:
+  /// an unpaced simulator): what its clock fit expects.
+  double time_scale = 1;
 };
 
 using profiler::SyncPoint;

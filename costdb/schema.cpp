@@ -279,7 +279,8 @@ UPDATE plans SET cost_source = 'measured'
 
 // v8: a cost measured without power samples (a board with no power probe, ergon-agent
 // --probe none) has a time and no energy: the energies become nullable, both or neither.
-// op_costs is derived, so it is rebuilt as it stands.
+// op_costs is derived, so it is rebuilt as it stands. A run keeps how fast its board's time
+// ran against real time (a simulator's speed; protocol v5's Hello), which its clock fit expects.
 constexpr const char* kSchemaV8 = R"sql(
 CREATE TABLE op_costs_v8 (
   run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
@@ -299,6 +300,7 @@ INSERT INTO op_costs_v8 SELECT run_id, op_id, phase, time_s, time_s_stddev, gros
   net_energy_j, energy_j_stddev, sample_count FROM op_costs;
 DROP TABLE op_costs;
 ALTER TABLE op_costs_v8 RENAME TO op_costs;
+ALTER TABLE runs ADD COLUMN device_time_scale REAL NOT NULL DEFAULT 1 CHECK (device_time_scale >= 0);
 )sql";
 
 constexpr std::array kMigrations{

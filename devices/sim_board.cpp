@@ -31,7 +31,11 @@ SimBoard::SimBoard(const BoardProfile& board, const SimBoardOptions& options)
       options_(options),
       ina_(board.ina219),
       rng_(options.seed) {
-  if (options.external_logger) logger_.emplace(board, *options.external_logger);
+  if (options.external_logger) {
+    PowerLoggerOptions logger = *options.external_logger;
+    logger.time_scale = options.time_scale;  // one simulation: its clock runs at the board's pace
+    logger_.emplace(board, logger);
+  }
   sample_period_ns_ = static_cast<int64_t>(std::llround(ina_.sample_period_s() * 1e9));
 }
 
@@ -82,6 +86,7 @@ void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
       hello.board_kind = board_.kind;
       hello.firmware_version = board_.firmware_version;
       hello.tick_hz = board_.tick_hz;
+      hello.time_scale_milli = static_cast<uint32_t>(std::lround(std::max(0.0, options_.time_scale) * 1000));
       hello.ram_bytes = static_cast<uint32_t>(std::min<uint64_t>(board_.ram_bytes, UINT32_MAX));
       const std::string name = std::string(board_.name) + "-sim";
       proto::copy_text(hello.board_name, name.c_str());

@@ -54,6 +54,9 @@ struct SimBoardOptions {
   std::string power_mode;
   /// Cores its kernels run on (with_threads()).
   int threads = 1;
+  /// Simulated seconds per real second, as its Hello declares it (SimServer's speed; 0:
+  /// unpaced); in-memory tests drive it on one clock, real time.
+  double time_scale = 1;
 };
 
 /// A simulated board running the Ergon agent, without any I/O: host bytes go in through

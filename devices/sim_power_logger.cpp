@@ -40,6 +40,7 @@ void SimPowerLogger::receive(const uint8_t* data, std::size_t n, int64_t now_ns,
         hello.board_kind = proto::BoardKind::kPowerLogger;
         hello.firmware_version = 1U << 16;
         hello.tick_hz = options_.tick_hz;
+        hello.time_scale_milli = static_cast<uint32_t>(std::lround(std::max(0.0, options_.time_scale) * 1000));
         proto::copy_text(hello.board_name, "logger-sim");
         hello.rail_count = 1;
         hello.rails[0].id = 0;

@@ -17,6 +17,7 @@ struct PowerLoggerOptions {
   double clock_drift_ppm = 70;
   int64_t clock_offset_ns = 9'876'543'210;
   uint64_t tick_hz = 1'000'000;  ///< micros(), as on an Arduino-class logger
+  double time_scale = 1;  ///< simulated seconds per real second (the board's; Hello says so)
 };
 
 /// What the logger sent in one run.

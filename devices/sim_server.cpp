@@ -41,7 +41,8 @@ SimServer::SimServer(const BoardProfile& board, const SimServerOptions& options)
                                                           PowerLoggerOptions{.seed = options.seed + 1})
                                                     : std::nullopt,
                              .power_mode = options.power_mode,
-                             .threads = options.threads}),
+                             .threads = options.threads,
+                             .time_scale = std::max(0.0, options.speed)}),
       options_(options) {}
 
 SimServer::~SimServer() {

@@ -26,11 +26,16 @@ std::vector<probes::PowerSample> to_board_ticks(std::span<const probes::PowerSam
   return out;
 }
 
-ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz, double max_drift_ppm) {
+ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz, double max_drift_ppm, double time_scale) {
   ClockFit fit;
   fit.points_total = static_cast<int>(points.size());
   const double nominal = tick_hz > 0 ? 1e9 / static_cast<double>(tick_hz) : 1.0;
   fit.ns_per_tick = nominal;
+  const bool paced = time_scale > 0;
+  if (paced) {
+    fit.ns_per_tick = nominal / time_scale;  // as the host sees it, until fitted
+    fit.time_scale = time_scale;
+  }
 
   std::vector<SyncPoint> usable;
   for (const SyncPoint& p : points)
@@ -43,6 +48,10 @@ ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz, double m
     const SyncPoint& best = usable.front();
     fit.tick_ref = best.device_rx_ticks + (best.device_tx_ticks - best.device_rx_ticks) / 2;
     fit.host_ref_ns = static_cast<double>(best.host_tx_ns) + 0.5 * static_cast<double>(best.round_trip_ns());
+  }
+  if (!paced) {
+    fit.note = "an unpaced simulator (its time does not follow the host's): its nominal tick rate";
+    return fit;
   }
   if (usable.size() < 3) {
     fit.note = "too few sync exchanges (" + std::to_string(usable.size()) +
@@ -85,12 +94,12 @@ ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz, double m
   }
   const double b = sxy / sxx;
   const double a = my - b * mx;
-  const double drift_ppm = (b / nominal - 1) * 1e6;
+  const double drift_ppm = (b * time_scale / nominal - 1) * 1e6;
   if (!std::isfinite(drift_ppm) || std::abs(drift_ppm) > max_drift_ppm) {
-    char buf[160];
+    char buf[200];
     std::snprintf(buf, sizeof buf,
-                  "the sync exchanges imply a drift of %.0f ppm, beyond any crystal (a simulator "
-                  "running faster than real time?): nominal tick rate used",
+                  "the sync exchanges imply a drift of %.0f ppm, beyond any crystal (a board whose "
+                  "time runs at another pace than it declares?): nominal tick rate used",
                   drift_ppm);
     fit.note = buf;
     return fit;
@@ -157,10 +166,10 @@ class PowerTrace {
 }  // namespace
 
 Attribution attribute(std::span<const OpSpan> spans, std::span<const probes::PowerSample> samples,
-                      std::span<const SyncPoint> sync, uint64_t tick_hz, uint8_t rail) {
+                      std::span<const SyncPoint> sync, uint64_t tick_hz, uint8_t rail, double time_scale) {
   Attribution a;
-  a.clock = fit_clock(sync, tick_hz);
-  const double s_per_tick = a.clock.ns_per_tick * 1e-9;
+  a.clock = fit_clock(sync, tick_hz, kMaxPlausibleDriftPpm, time_scale);
+  const double s_per_tick = a.clock.device_ns_per_tick() * 1e-9;
 
   std::vector<const probes::PowerSample*> ok;
   for (const auto& s : samples) {

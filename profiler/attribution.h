@@ -15,7 +15,10 @@ namespace ergon::profiler {
 /// host_ns = host_ref_ns + ns_per_tick x (ticks - tick_ref).
 struct ClockFit {
   bool fitted = false;       ///< false: too few or implausible exchanges; nominal rate used
-  double ns_per_tick = 0;    ///< the device clock's true period as the host clock sees it
+  double ns_per_tick = 0;    ///< the device clock's period as the host clock sees it
+  /// Device seconds per host second the board declared (a simulator's speed; 1 for real
+  /// boards): the device's own time runs this much faster than the host's.
+  double time_scale = 1;
   double drift_ppm = 0;      ///< (fitted rate / nominal rate - 1) x 1e6 (0 when not fitted)
   uint64_t tick_ref = 0;
   double host_ref_ns = 0;    ///< host time at tick_ref (the clock offset)
@@ -26,6 +29,9 @@ struct ClockFit {
   std::string note;          ///< why the nominal rate was used, when it was
 
   [[nodiscard]] double host_ns(uint64_t ticks) const;
+  /// The device clock's period in the device's own time: what a span's duration is measured
+  /// in (a simulator's simulated seconds, not the host's).
+  [[nodiscard]] double device_ns_per_tick() const { return ns_per_tick * time_scale; }
   /// The inverse: the device tick at host time host_ns (0 before the device's tick 0).
   [[nodiscard]] uint64_t ticks_at(double host_ns) const;
 };
@@ -39,9 +45,11 @@ inline constexpr double kMaxPlausibleDriftPpm = 500;
 /// fastest half) are fitted by least squares for offset and rate. Fewer than 3 usable
 /// exchanges, or a drift over `max_drift_ppm`, give the nominal rate with a note. (Mapping one
 /// device's clock onto another's through host time needs the fitted rates whatever they are:
-/// pass infinity there.)
+/// pass infinity there.) `time_scale` is the board's declared pace (Hello): the rate expected
+/// is the nominal one times it, and drift is measured against that; 0 (an unpaced simulator,
+/// whose time does not follow the host's) takes the nominal rate and says why, as a fact.
 ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz,
-                   double max_drift_ppm = kMaxPlausibleDriftPpm);
+                   double max_drift_ppm = kMaxPlausibleDriftPpm, double time_scale = 1);
 
 /// Samples stamped by another device's clock (a power logger on the board's supply lead, an
 /// INA219 read by a second board), moved onto the board's clock: logger ticks to host time
@@ -111,6 +119,7 @@ struct Attribution {
 /// only, with `samples_seen` 0). Spans may overlap (a page-out during compute): each gets the whole power over
 /// its own interval, so overlapping energy is counted once per span (docs/accuracy.md).
 Attribution attribute(std::span<const OpSpan> spans, std::span<const probes::PowerSample> samples,
-                      std::span<const SyncPoint> sync, uint64_t tick_hz, uint8_t rail = 0);
+                      std::span<const SyncPoint> sync, uint64_t tick_hz, uint8_t rail = 0,
+                      double time_scale = 1);
 
 }  // namespace ergon::profiler

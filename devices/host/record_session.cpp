@@ -220,6 +220,7 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
   hello.tick_hz = msg.tick_hz;
   hello.ram_bytes = msg.ram_bytes;
   hello.power_mode = msg.power_mode;
+  hello.time_scale = msg.time_scale_milli / 1000.0;
   for (uint8_t i = 0; i < msg.rail_count; ++i)
     hello.rails.push_back({msg.rails[i].id, msg.rails[i].name});
 

@@ -29,6 +29,9 @@ struct BoardHello {
   uint64_t ram_bytes = 0;
   std::vector<probes::Rail> rails;
   std::string power_mode;  ///< as the board runs now; empty when it did not say
+  /// Board seconds per real second (Hello's time_scale_milli / 1000): 1 for real boards, a
+  /// simulator's speed, 0 for an unpaced simulator. The clock fit expects it.
+  double time_scale = 1;
   /// Set when the host switched the board's mode for this run (RecordOptions::power_mode):
   /// the mode it ran in before and how long the switch took, as the board measured it.
   std::string switched_from;

@@ -55,6 +55,10 @@ struct Hello {
   RailInfo rails[kMaxRails];
   /// The board's power mode as it runs now (nvpmodel mode, cpufreq setting); since v2.
   char power_mode[kNameBytes + 1] = {};
+  /// How fast the board's time runs against real time, x 1000 (since v5): 1000 for every
+  /// real board; a simulator paced at k simulated seconds per second says 1000 k; 0: its
+  /// time is not paced to real time at all (a simulator running as fast as it can).
+  uint32_t time_scale_milli = 1000;
 
   bool write(Writer& w) const {
     w.u16(protocol_version);
@@ -70,6 +74,7 @@ struct Hello {
       w.text(rails[i].name, kNameBytes);
     }
     w.text(power_mode, kNameBytes);
+    w.u32(time_scale_milli);
     return w.ok();
   }
   bool read(Reader& r) {
@@ -86,6 +91,8 @@ struct Hello {
       r.text(rails[i].name, kNameBytes);
     }
     r.text(power_mode, kNameBytes);
+    // A Hello of another version ends the session on its version alone: read what it has.
+    time_scale_milli = protocol_version >= 5 ? r.u32() : 1000;
     return r.ok() && tick_hz != 0;
   }
 };

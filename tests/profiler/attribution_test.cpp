@@ -46,13 +46,13 @@ double quantile(std::vector<double> v, double q) {
 /// Exchanges with a device clock running `drift_ppm` fast at 1 MHz, `offset_s` ahead, and
 /// one-way delays of 100 us plus, on every third exchange, a queueing delay of 5 ms on the way
 /// back (which the fit must ignore).
-std::vector<SyncPoint> exchanges(double drift_ppm, double offset_s) {
+std::vector<SyncPoint> exchanges(double drift_ppm, double offset_s, double scale = 1) {
   std::vector<SyncPoint> points;
   for (uint32_t k = 0; k < 30; ++k) {
     const int64_t host_tx = 1'000'000'000 + int64_t{k} * 500'000'000;
     const double arrive_ns = static_cast<double>(host_tx) + 100'000;
     auto ticks = [&](double host_ns) {
-      return static_cast<uint64_t>((host_ns * (1 + drift_ppm * 1e-6) + offset_s * 1e9) / 1000);
+      return static_cast<uint64_t>((host_ns * scale * (1 + drift_ppm * 1e-6) + offset_s * 1e9) / 1000);
     };
     const uint64_t rx = ticks(arrive_ns);
     const uint64_t tx = ticks(arrive_ns + 20'000);
@@ -79,6 +79,21 @@ TEST(ClockFit, AnImplausibleDriftFallsBackToTheNominalRateAndSaysWhy) {
   EXPECT_EQ(fit.ns_per_tick, 1000);
   EXPECT_NE(fit.note.find("beyond any crystal"), std::string::npos) << fit.note;
   EXPECT_FALSE(fit_clock({}, 1'000'000).fitted);
+}
+
+TEST(ClockFit, ASimulatorFasterThanRealTimeIsFittedAgainstThePaceItDeclares) {
+  // A simulator at 8 simulated seconds per real second, its crystal 30 ppm fast.
+  const auto fit = fit_clock(exchanges(30, 2, 8), 1'000'000, kMaxPlausibleDriftPpm, 8);
+  ASSERT_TRUE(fit.fitted) << fit.note;
+  EXPECT_NEAR(fit.drift_ppm, -30 / (1 + 30e-6), 0.5);
+  EXPECT_NEAR(fit.device_ns_per_tick(), 1000 / (1 + 30e-6), 1e-3);  // spans in simulated time
+  // Without its declared pace the same exchanges look like no crystal at all.
+  EXPECT_FALSE(fit_clock(exchanges(30, 2, 8), 1'000'000).fitted);
+  // An unpaced simulator's time does not follow the host's: its nominal rate, said as a fact.
+  const auto unpaced = fit_clock(exchanges(30, 2, 8), 1'000'000, kMaxPlausibleDriftPpm, 0);
+  EXPECT_FALSE(unpaced.fitted);
+  EXPECT_EQ(unpaced.device_ns_per_tick(), 1000);
+  EXPECT_NE(unpaced.note.find("unpaced"), std::string::npos) << unpaced.note;
 }
 
 TEST(Attribution, NetEnergyOfEveryWindowMatchesTheSimulatorsTruth) {
