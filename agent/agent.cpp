@@ -492,8 +492,16 @@ class Agent {
     runtime::TrainingIteration iteration(forward, graph, options_.scratch / "ergon-execute", execution.model->seed);
     log(link, proto::LogLevel::kInfo,
         "executing " + forward.name + " at batch " + std::to_string(execution.model->batch) + ": " +
-            std::to_string(execution.steps.size()) + " steps on real tensors");
+            std::to_string(execution.steps.size()) + " steps on real tensors, after one untimed iteration");
     Outcome o;
+    // Training runs iteration after iteration: the first faults in every buffer it allocates
+    // (gradients, outputs, scratch) and grows the heap, the ones after reuse them. One untimed
+    // iteration first, so that the timed one is what every later iteration costs.
+    for (const planner::Step& st : execution.steps) {
+      if ((o.interrupted = stopped())) return o;
+      iteration.run(st);
+    }
+    iteration.next_iteration();
     std::size_t next = 0;
     for (const planner::Step& st : execution.steps) {
       if ((o.interrupted = stopped())) return o;
@@ -501,7 +509,7 @@ class Agent {
         iteration.run(st);
         continue;
       }
-      // No warm-up: a step's effect (a recomputation, a page-out) cannot be run twice.
+      // No warm-up of a single step: its effect (a recomputation, a page-out) cannot be run twice.
       before_entry(next);
       const int64_t begin = agent_clock().now_ns();
       iteration.run(st);

@@ -9,10 +9,16 @@ namespace {
 
 planner::NodeCost to_cost(const devices::OpTruth& t) { return {t.time_s, t.time_s * t.power_w}; }
 
+/// The phase a node's shape is profiled in (app::model_profile_plan): forward nodes forward,
+/// the loss and backward nodes backward.
+profiler::Phase measured_phase(planner::NodePhase phase) {
+  return phase == planner::NodePhase::kForward ? profiler::Phase::kForward : profiler::Phase::kBackward;
+}
+
 }  // namespace
 
-planner::NodeCost BoardProfileCosts::compute(const std::string& /*op*/, uint64_t flops,
-                                             uint64_t bytes) const {
+planner::NodeCost BoardProfileCosts::compute(const std::string& /*op*/, planner::NodePhase /*phase*/,
+                                             uint64_t flops, uint64_t bytes) const {
   return to_cost(devices::compute_truth(board_, flops, bytes));
 }
 
@@ -37,8 +43,9 @@ std::optional<BoardPowerModel> board_power_model(const std::string& board, const
   return BoardPowerModel{devices::board_in_mode(*profile, mode)};
 }
 
-planner::NodeCost MeasuredCostModel::compute(const std::string& /*op*/, uint64_t flops, uint64_t bytes) const {
-  const auto c = costs_.compute(flops, bytes);
+planner::NodeCost MeasuredCostModel::compute(const std::string& /*op*/, planner::NodePhase phase, uint64_t flops,
+                                             uint64_t bytes) const {
+  const auto c = costs_.compute(measured_phase(phase), flops, bytes);
   if (costs_.has_energy() || !power_) return {c.time_s, c.energy_j};
   return {c.time_s, c.time_s * devices::compute_truth(power_->board, flops, bytes).power_w};
 }
@@ -64,7 +71,7 @@ double MeasuredCostModel::energy_rel_sigma(const planner::TrainingGraph& graph) 
   double variance = 0, shared_j = 0, energy_j = 0;
   for (const auto& node : graph.nodes) {
     if (node.flops == 0 && node.bytes_touched == 0) continue;
-    const auto c = costs_.compute(node.flops, node.bytes_touched);
+    const auto c = costs_.compute(measured_phase(node.phase), node.flops, node.bytes_touched);
     energy_j += c.energy_j;
     if (c.measured) {
       variance += c.energy_sigma_j * c.energy_sigma_j;

@@ -16,7 +16,7 @@ class BoardProfileCosts final : public planner::CostModel {
  public:
   explicit BoardProfileCosts(devices::BoardProfile board) : board_(std::move(board)) {}
 
-  [[nodiscard]] planner::NodeCost compute(const std::string& op, uint64_t flops,
+  [[nodiscard]] planner::NodeCost compute(const std::string& op, planner::NodePhase phase, uint64_t flops,
                                           uint64_t bytes) const override;
   [[nodiscard]] planner::NodeCost page_in(uint64_t bytes) const override;
   [[nodiscard]] planner::NodeCost page_out(uint64_t bytes) const override;
@@ -46,7 +46,7 @@ class MeasuredCostModel final : public planner::CostModel {
   explicit MeasuredCostModel(costdb::MeasuredCosts costs, std::optional<BoardPowerModel> power = std::nullopt)
       : costs_(std::move(costs)), power_(std::move(power)) {}
 
-  [[nodiscard]] planner::NodeCost compute(const std::string& op, uint64_t flops,
+  [[nodiscard]] planner::NodeCost compute(const std::string& op, planner::NodePhase phase, uint64_t flops,
                                           uint64_t bytes) const override;
   [[nodiscard]] planner::NodeCost page_in(uint64_t bytes) const override;
   [[nodiscard]] planner::NodeCost page_out(uint64_t bytes) const override;

@@ -267,8 +267,8 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
 std::optional<MeasuredCosts::Cost> MeasuredCosts::exact(bool paging, profiler::Phase phase,
                                                         uint64_t flops, uint64_t bytes) const {
   for (const Row& r : rows_) {
-    if ((r.kind == "paging") != paging || r.bytes != bytes) continue;
-    if (paging ? r.phase != phase : r.flops != flops) continue;
+    if ((r.kind == "paging") != paging || r.bytes != bytes || r.phase != phase) continue;
+    if (!paging && r.flops != flops) continue;
     if (!r.energy_j) {  // measured in time only: the energy of the fit's power (no energy: 0, unused)
       const double power_w = paging ? (phase == profiler::Phase::kPageIn ? pagein_power_w_ : pageout_power_w_)
                                     : (compute_time_.coef[1] * static_cast<double>(flops) >=
@@ -282,8 +282,8 @@ std::optional<MeasuredCosts::Cost> MeasuredCosts::exact(bool paging, profiler::P
   return std::nullopt;
 }
 
-MeasuredCosts::Cost MeasuredCosts::compute(uint64_t flops, uint64_t bytes) const {
-  if (auto c = exact(false, profiler::Phase::kForward, flops, bytes)) return *c;
+MeasuredCosts::Cost MeasuredCosts::compute(profiler::Phase phase, uint64_t flops, uint64_t bytes) const {
+  if (auto c = exact(false, phase, flops, bytes)) return *c;
   const auto f = static_cast<double>(flops);
   const auto b = static_cast<double>(bytes);
   const double time_s = compute_time_.predict(f, b);

@@ -73,8 +73,14 @@ class MeasuredCosts {
     double energy_sigma_j = 0;
   };
 
-  /// An op of `flops` that reads and writes `bytes` (time ~ flops and bytes, energy likewise).
-  [[nodiscard]] Cost compute(uint64_t flops, uint64_t bytes) const;
+  /// An op of `flops` that reads and writes `bytes` in `phase` (time ~ flops and bytes, energy
+  /// likewise): the measurement of that shape in that phase where there is one (an op's
+  /// backward pass may match its forward pass's counts and cost more), else the fit.
+  [[nodiscard]] Cost compute(profiler::Phase phase, uint64_t flops, uint64_t bytes) const;
+  /// A forward op's.
+  [[nodiscard]] Cost compute(uint64_t flops, uint64_t bytes) const {
+    return compute(profiler::Phase::kForward, flops, bytes);
+  }
   /// Moving `bytes` to (page-out) or from (page-in) storage: latency + bytes / bandwidth.
   [[nodiscard]] Cost page_in(uint64_t bytes) const;
   [[nodiscard]] Cost page_out(uint64_t bytes) const;

@@ -172,7 +172,7 @@ TrainingGraph build_training_graph(const ForwardGraph& forward, const CostModel&
     node.name = std::move(name);
     node.op = op;
     node.phase = phase;
-    const NodeCost c = costs.compute(op, flops, bytes_touched);
+    const NodeCost c = costs.compute(op, phase, flops, bytes_touched);
     node.time_s = c.time_s;
     node.energy_j = c.energy_j;
     node.output_bytes = out_bytes;

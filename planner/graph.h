@@ -149,8 +149,10 @@ TrainingGraph per_phase_graph(const TrainingGraph& forward_mode, const TrainingG
 class CostModel {
  public:
   virtual ~CostModel() = default;
-  /// Cost of running `flops` of `op` that read and write `bytes` of memory.
-  [[nodiscard]] virtual NodeCost compute(const std::string& op, uint64_t flops,
+  /// Cost of running `flops` of `op` that read and write `bytes` of memory, in `phase` (a
+  /// forward op's backward pass may do the same work on the same bytes and still cost
+  /// something else: the two are measured apart).
+  [[nodiscard]] virtual NodeCost compute(const std::string& op, NodePhase phase, uint64_t flops,
                                          uint64_t bytes) const = 0;
   [[nodiscard]] virtual NodeCost page_in(uint64_t bytes) const = 0;
   [[nodiscard]] virtual NodeCost page_out(uint64_t bytes) const = 0;

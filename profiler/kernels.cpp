@@ -113,7 +113,8 @@ void relu_forward(std::span<const float> x, std::span<float> y) {
 }
 
 void relu_backward(std::span<const float> y, std::span<const float> dy, std::span<float> dx) {
-  for (std::size_t i = 0; i < y.size(); ++i) dx[i] = y[i] > 0 ? dy[i] : 0.0F;
+  // Branch-free: its time must not depend on which elements are positive.
+  for (std::size_t i = 0; i < y.size(); ++i) dx[i] = dy[i] * static_cast<float>(y[i] > 0.0F);
 }
 
 namespace {
@@ -306,7 +307,7 @@ void relu6_forward(std::span<const float> x, std::span<float> y) {
 }
 
 void relu6_backward(std::span<const float> y, std::span<const float> dy, std::span<float> dx) {
-  for (std::size_t i = 0; i < y.size(); ++i) dx[i] = (y[i] > 0.0F && y[i] < 6.0F) ? dy[i] : 0.0F;
+  for (std::size_t i = 0; i < y.size(); ++i) dx[i] = dy[i] * static_cast<float>((y[i] > 0.0F) & (y[i] < 6.0F));
 }
 
 namespace {

@@ -15,7 +15,7 @@
 namespace ergon::profiler {
 namespace {
 
-std::vector<float> filled(std::size_t n, uint32_t seed) {
+std::vector<float> filled_values(std::size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1, 1);
   std::vector<float> v(n);
@@ -52,13 +52,33 @@ std::size_t product(const std::array<uint32_t, kMaxDims>& d, std::size_t n) {
   return p;
 }
 
+std::size_t tensor_bytes(const std::vector<float>& v) { return v.size() * sizeof(float); }
+
 }  // namespace
 
 OpRunner::Buffers& OpRunner::buffers_for(const OpShape& shape) {
   auto [it, fresh] = buffers_.try_emplace({static_cast<int>(shape.kind), shape.dims});
-  Buffers& b = it->second;
-  if (!fresh) return b;
+  Copies& c = it->second;
+  if (fresh) {
+    c.copies.push_back(make_buffers(shape, 0));
+    const Buffers& one = c.copies.front();
+    const std::size_t bytes = tensor_bytes(one.a) + tensor_bytes(one.b) + tensor_bytes(one.c) + tensor_bytes(one.d) +
+                              tensor_bytes(one.e) + tensor_bytes(one.f) + one.ids.size() * sizeof(int64_t) +
+                              one.labels.size() * sizeof(uint32_t);
+    const std::size_t copies = std::clamp<std::size_t>((kRotationBytes + bytes - 1) / std::max<std::size_t>(bytes, 1), 1,
+                                                       kMaxCopies);
+    for (std::size_t k = 1; k < copies; ++k) c.copies.push_back(make_buffers(shape, static_cast<uint32_t>(k)));
+  }
+  Buffers& b = c.copies[c.next];
+  c.next = (c.next + 1) % c.copies.size();
+  return b;
+}
+
+OpRunner::Buffers OpRunner::make_buffers(const OpShape& shape, uint32_t copy) {
+  Buffers b;
   const auto& d = shape.dims;
+  // Each copy holds other values: seeds 1, 2, 3 (and 4 for token ids) shifted per copy.
+  auto filled = [&](std::size_t n, uint32_t seed) { return filled_values(n, seed + 16 * copy); };
   // a: input, b: weights (or a second input), c: output / output gradient, d: scratch,
   // e: input gradient, f: weight gradient (or a second input gradient).
   auto elementwise = [&](std::size_t n) {
@@ -121,7 +141,7 @@ OpRunner::Buffers& OpRunner::buffers_for(const OpShape& shape) {
       b.a = filled(rows * d[2], 1);  // the tables
       b.c = filled(product(d, 3), 3);
       b.f = std::vector<float>(b.a.size());
-      std::mt19937 rng(4);
+      std::mt19937 rng(4 + 16 * copy);
       std::uniform_int_distribution<int64_t> id(0, std::max<int64_t>(d[3], 1) - 1);
       b.ids.resize(product(d, 2));
       for (int64_t& v : b.ids) v = id(rng);

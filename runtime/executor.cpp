@@ -44,7 +44,9 @@ bool is_one_of(const std::string& op, std::initializer_list<const char*> names) 
 
 class ZeroCosts final : public planner::CostModel {
  public:
-  planner::NodeCost compute(const std::string&, uint64_t, uint64_t) const override { return {}; }
+  planner::NodeCost compute(const std::string&, planner::NodePhase, uint64_t, uint64_t) const override {
+    return {};
+  }
   planner::NodeCost page_in(uint64_t) const override { return {}; }
   planner::NodeCost page_out(uint64_t) const override { return {}; }
 };
@@ -132,6 +134,15 @@ class TrainingIteration::Impl {
     result_.parameter_grads = grads_;
     remove_files();
     return result_;
+  }
+
+  void next_iteration() {
+    remove_files();
+    ram_.clear();
+    paged_size_.clear();
+    computed_.clear();
+    step_ = 0;
+    result_ = ExecutionResult{};
   }
 
  private:
@@ -362,17 +373,22 @@ class TrainingIteration::Impl {
     if (op.op == "linear") return {op.shape.back(), 1};
     return {op.shape[1], static_cast<std::size_t>(op.shape[2] * op.shape[3])};
   }
+  /// Outputs are [outer][channels][inner]: one bias per channel, a run of `inner` at a time.
   void add_bias(int i, Buffer& y) const {
     if (!f_.ops[i].bias) return;
-    const std::size_t w = weight_count(i);
+    const float* bias = params_[i].data() + weight_count(i);
     const auto [channels, inner] = bias_layout(i);
-    for (std::size_t j = 0; j < y.size(); ++j) y[j] += params_[i][w + (j / inner) % channels];
+    for (std::size_t j = 0; j < y.size();)
+      for (std::size_t c = 0; c < channels; ++c)
+        for (std::size_t k = 0; k < inner; ++k, ++j) y[j] += bias[c];
   }
   void bias_gradient(int i, const Buffer& dy) {
     if (!f_.ops[i].bias) return;
-    const std::size_t w = weight_count(i);
+    float* grad = grads_[i].data() + weight_count(i);
     const auto [channels, inner] = bias_layout(i);
-    for (std::size_t j = 0; j < dy.size(); ++j) grads_[i][w + (j / inner) % channels] += dy[j];
+    for (std::size_t j = 0; j < dy.size();)
+      for (std::size_t c = 0; c < channels; ++c)
+        for (std::size_t k = 0; k < inner; ++k, ++j) grad[c] += dy[j];
   }
 
   /// dL/d(output of op i): the loss's output, or the sum of each consumer's input gradient
@@ -502,6 +518,8 @@ void TrainingIteration::set_parameters(const std::vector<std::vector<float>>& pa
 }
 void TrainingIteration::run(const planner::Step& step) { impl_->run(step); }
 ExecutionResult TrainingIteration::finish() { return impl_->finish(); }
+
+void TrainingIteration::next_iteration() { impl_->next_iteration(); }
 
 ExecutionResult execute(const planner::ForwardGraph& forward, const planner::TrainingGraph& graph,
                         const planner::Schedule& schedule, const std::filesystem::path& scratch,

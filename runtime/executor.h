@@ -53,6 +53,11 @@ class TrainingIteration {
   void run(const planner::Step& step);
   /// The loss, the gradients and the counts so far; removes the paged files.
   ExecutionResult finish();
+  /// Starts the iteration over on the same parameters and data, as a training loop's next
+  /// iteration does (without an optimizer step, it computes the same gradients): nothing in
+  /// memory or paged, counts at zero. The process's allocations are warm by then: where the
+  /// first iteration faulted pages in and grew the heap, the second reuses them.
+  void next_iteration();
 
  private:
   class Impl;

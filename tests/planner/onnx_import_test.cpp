@@ -242,7 +242,7 @@ TEST(OnnxImport, TinyMlpFoldsFlattenAndDropout) {
 
 TEST(OnnxImport, ImportedGraphBuildsATrainingGraph) {
   struct UnitCosts : CostModel {
-    NodeCost compute(const std::string&, uint64_t flops, uint64_t) const override {
+    NodeCost compute(const std::string&, NodePhase, uint64_t flops, uint64_t) const override {
       return {static_cast<double>(flops) * 1e-9, static_cast<double>(flops) * 1e-8};
     }
     NodeCost page_in(uint64_t bytes) const override {

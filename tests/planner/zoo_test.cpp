@@ -39,7 +39,7 @@ double params_of(const std::string& model) {
 /// Costs one second per node and nothing to page: only the graph's shape matters here.
 class UnitCosts : public CostModel {
  public:
-  NodeCost compute(const std::string&, uint64_t, uint64_t) const override { return {1, 1}; }
+  NodeCost compute(const std::string&, NodePhase, uint64_t, uint64_t) const override { return {1, 1}; }
   NodeCost page_in(uint64_t) const override { return {}; }
   NodeCost page_out(uint64_t) const override { return {}; }
 };

@@ -164,6 +164,25 @@ TEST(Executor, EachOpsGradientPredictsHowTheLossChanges) {
                                      "layer.1.ffn.fc1", "pooler.dense", "classifier"});
 }
 
+TEST(Executor, ASecondIterationOnTheSameTensorsComputesTheSameIterationAgain) {
+  const Plans p = model("mlp", 2);
+  const planner::Schedule schedule = plan_at(p, 0.5, AllowedMoves{true, true});
+  const auto dir = scratch_dir("again");
+  TrainingIteration it(p.forward, p.graph, dir);
+  for (const planner::Step& st : schedule.steps) it.run(st);
+  const ExecutionResult first = it.finish();
+  it.next_iteration();
+  for (const planner::Step& st : schedule.steps) it.run(st);
+  const ExecutionResult second = it.finish();
+  EXPECT_EQ(second.loss, first.loss);
+  EXPECT_EQ(second.parameter_grads, first.parameter_grads);
+  EXPECT_EQ(second.computes, first.computes);
+  EXPECT_EQ(second.recomputes, first.recomputes);
+  EXPECT_EQ(second.paged_out_bytes, first.paged_out_bytes);
+  EXPECT_EQ(second.peak_bytes, first.peak_bytes);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Executor, AScheduleThatReadsAFreedOutputIsRejectedNamingTheStep) {
   const Plans p = model("resnet18-cifar", 1);
   planner::Schedule s = store_all_schedule(p.graph);

@@ -11,7 +11,7 @@ namespace ergon::planner::testing {
 /// 0.5 W plus 1 ms latency. Simple enough to check by hand.
 class LinearCosts final : public CostModel {
  public:
-  NodeCost compute(const std::string&, uint64_t flops, uint64_t bytes) const override {
+  NodeCost compute(const std::string&, NodePhase, uint64_t flops, uint64_t bytes) const override {
     const double t = 1e-6 + static_cast<double>(flops) * 1e-9 + static_cast<double>(bytes) * 1e-11;
     return {t, 2.0 * t};
   }
@@ -26,8 +26,8 @@ class LinearCosts final : public CostModel {
 /// included), so idle power is a third of compute energy and two thirds of paging energy.
 class CostsWithIdle final : public CostModel {
  public:
-  NodeCost compute(const std::string& op, uint64_t flops, uint64_t bytes) const override {
-    const NodeCost c = LinearCosts().compute(op, flops, bytes);
+  NodeCost compute(const std::string& op, NodePhase phase, uint64_t flops, uint64_t bytes) const override {
+    const NodeCost c = LinearCosts().compute(op, phase, flops, bytes);
     return {c.time_s, 3.0 * c.time_s};
   }
   NodeCost page_in(uint64_t bytes) const override {
