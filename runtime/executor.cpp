@@ -423,8 +423,12 @@ class TrainingIteration::Impl {
     Buffer dx(in_total);
     const std::span<float> dxs(dx);
     const std::span<const float> p(params_[i]);
-    grads_[i].assign(params_[i].size(), 0.0F);
+    // The kernels overwrite the weight gradients they compute; only the bias gradient
+    // accumulates (bias_gradient), from zero. (Zeroing all of it, an embedding table's too, is
+    // work no profile times.)
     const std::size_t w = weight_count(i);
+    grads_[i].resize(params_[i].size());
+    std::fill(grads_[i].begin() + static_cast<std::ptrdiff_t>(std::min(w, grads_[i].size())), grads_[i].end(), 0.0F);
     const std::span<float> dw = std::span<float>(grads_[i]).first(w);
     if (op.op == "conv2d") {
       const k::ConvShape s = conv_shape(i);
