@@ -7,7 +7,7 @@
 namespace ergon::app {
 namespace {
 
-planner::NodeCost to_cost(const devices::OpTruth& t) { return {t.time_s, t.time_s * t.power_w}; }
+planner::NodeCost to_cost(const devices::ProfileCost& t) { return {t.time_s, t.time_s * t.power_w}; }
 
 /// The phase a node's shape is profiled in (app::model_profile_plan): forward nodes forward,
 /// the loss and backward nodes backward.
@@ -19,15 +19,15 @@ profiler::Phase measured_phase(planner::NodePhase phase) {
 
 planner::NodeCost BoardProfileCosts::compute(const std::string& /*op*/, planner::NodePhase /*phase*/,
                                              uint64_t flops, uint64_t bytes) const {
-  return to_cost(devices::compute_truth(board_, flops, bytes));
+  return to_cost(devices::profile_compute_cost(board_, flops, bytes));
 }
 
 planner::NodeCost BoardProfileCosts::page_in(uint64_t bytes) const {
-  return to_cost(devices::paging_truth(board_, bytes, profiler::Phase::kPageIn));
+  return to_cost(devices::profile_paging_cost(board_, bytes, profiler::Phase::kPageIn));
 }
 
 planner::NodeCost BoardProfileCosts::page_out(uint64_t bytes) const {
-  return to_cost(devices::paging_truth(board_, bytes, profiler::Phase::kPageOut));
+  return to_cost(devices::profile_paging_cost(board_, bytes, profiler::Phase::kPageOut));
 }
 
 std::string BoardPowerModel::origin() const {
@@ -47,19 +47,19 @@ planner::NodeCost MeasuredCostModel::compute(const std::string& /*op*/, planner:
                                              uint64_t bytes) const {
   const auto c = costs_.compute(measured_phase(phase), flops, bytes);
   if (costs_.has_energy() || !power_) return {c.time_s, c.energy_j};
-  return {c.time_s, c.time_s * devices::compute_truth(power_->board, flops, bytes).power_w};
+  return {c.time_s, c.time_s * devices::profile_compute_cost(power_->board, flops, bytes).power_w};
 }
 
 planner::NodeCost MeasuredCostModel::page_in(uint64_t bytes) const {
   const auto c = costs_.page_in(bytes);
   if (costs_.has_energy() || !power_) return {c.time_s, c.energy_j};
-  return {c.time_s, c.time_s * devices::paging_truth(power_->board, bytes, profiler::Phase::kPageIn).power_w};
+  return {c.time_s, c.time_s * devices::profile_paging_cost(power_->board, bytes, profiler::Phase::kPageIn).power_w};
 }
 
 planner::NodeCost MeasuredCostModel::page_out(uint64_t bytes) const {
   const auto c = costs_.page_out(bytes);
   if (costs_.has_energy() || !power_) return {c.time_s, c.energy_j};
-  return {c.time_s, c.time_s * devices::paging_truth(power_->board, bytes, profiler::Phase::kPageOut).power_w};
+  return {c.time_s, c.time_s * devices::profile_paging_cost(power_->board, bytes, profiler::Phase::kPageOut).power_w};
 }
 
 double MeasuredCostModel::idle_power_w() const {

@@ -9,9 +9,10 @@
 
 namespace ergon::app {
 
-/// Planner costs from a board's published profile (the simulator's model): the fallback
-/// when the cost database has no measurements of the board. Energy is total board power x
-/// time, as POET's profiles measure it.
+/// Planner costs from a board's published profile (devices::profile_op_cost: what a simulated
+/// board's truth model starts from, without what it adds): the fallback when the cost
+/// database has no measurements of the board. Energy is total board power x time, as POET's
+/// profiles measure it.
 class BoardProfileCosts final : public planner::CostModel {
  public:
   explicit BoardProfileCosts(devices::BoardProfile board) : board_(std::move(board)) {}

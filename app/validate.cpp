@@ -141,7 +141,8 @@ void require_phase_switch(const std::string& db_path, int64_t run_id, const devi
 /// Runs a schedule: on a board on a port; without one, on a simulated board behind a real
 /// pseudo-terminal or (to execute on real tensors) ergon-agent's code in this process.
 BoardOutcome run_schedule(const RunTarget& t, const planner::Schedule& schedule,
-                          const devices::ProfilePlan& plan_steps) {
+                          const devices::ProfilePlan& plan_steps,
+                          std::optional<devices::TruthLedger>* simulated_truth = nullptr) {
   const ValidateRequest& args = t.args;
   std::unique_ptr<devices::SimServer> sim;
   RecordRequest rec;
@@ -178,7 +179,10 @@ BoardOutcome run_schedule(const RunTarget& t, const planner::Schedule& schedule,
   }
   std::atomic<int> interrupts{0};
   auto outcomes = record_boards(rec, {}, interrupts);
-  if (sim) sim->stop();
+  if (sim) {
+    sim->stop();
+    if (simulated_truth && !sim->board().runs().empty()) *simulated_truth = sim->board().runs().back().truth;
+  }
   if (outcomes.empty() || !outcomes[0].run_id)
     throw DeviceError("the board did not run the schedule: " +
                       (outcomes.empty() ? std::string("no outcome") : outcomes[0].error));
@@ -241,6 +245,7 @@ ValidateOutcome validate(const ValidateRequest& args, const ValidateProgress& pr
   if (args.execute && !args.plan_id) require_zoo_model(args.plan.model, args.plan.onnx_file);
   const costdb::PlanRow row = args.plan_id ? stored_plan(args, o) : new_plan(args, o);
   const auto& g = o.graph;
+  o.board = row.board_kind;
   RunTarget target{.args = args,
                    .graph = g,
                    .board = row.board_kind,
@@ -274,7 +279,7 @@ ValidateOutcome validate(const ValidateRequest& args, const ValidateProgress& pr
   o.predicted_peak_bytes = replay.peak_bytes;
 
   phase(ValidatePhase::kRunning);
-  const BoardOutcome outcome = run_schedule(target, o.schedule, steps);
+  const BoardOutcome outcome = run_schedule(target, o.schedule, steps, &o.simulated_truth);
   if (outcome.state != devices::SessionState::kCompleted) o.run_incomplete = outcome.error;
   o.run_id = *outcome.run_id;
   if (args.execute) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "app/plan.h"
+#include "devices/truth_model.h"
 #include "planner/graph.h"
 #include "planner/schedule.h"
 
@@ -62,6 +63,11 @@ struct ValidateOutcome {
   /// Over the timed steps with a predicted time: |measured / predicted - 1|.
   double step_error_median = 0;
   double step_error_p95 = 0;
+  /// Run on a simulated board of this process (no port): what its truth model made of the
+  /// run against the published profile (devices::break_down_error says what the error is
+  /// made of).
+  std::optional<devices::TruthLedger> simulated_truth;
+  std::string board;  ///< the board kind the schedule was planned for and run on
   uint64_t predicted_peak_bytes = 0;  ///< activation memory the simulator replayed
   /// With `execute`: the schedule's iteration and the store-all reference, as executed.
   std::optional<ExecutedIteration> executed, reference;

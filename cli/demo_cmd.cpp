@@ -116,12 +116,12 @@ int run_demo(const DemoArgs& a) {
   v.plan.gap = 0.01;
   v.plan.time_limit_s = a.plan_time_limit_s;
   v.db = a.db;
-  run_validate(v, /*json=*/false, std::cout);
+  run_validate(v, /*json=*/false, std::cout);  // on a simulated board: it says what its error is made of
   std::cout << fmt::format(
-      "\nnext: ergon runs --db {0}   ergon costs --db {0} --board pi4   "
-      "ergon validate --db {0} --model resnet18-cifar --board pi4 --budget 50%\n"
+      "\nnext: ergon runs --db {0}   ergon costs --db {0} --board {1}   "
+      "ergon validate --db {0} --model resnet18-cifar --board {1} --budget 50%\n"
       "      ergon dashboard --db {0}   ergon report --db {0} --run 1 --pue 1.2\n",
-      a.db);
+      a.db, plan_board);
   return rc;
 }
 

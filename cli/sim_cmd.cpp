@@ -30,6 +30,8 @@ struct SimArgs {
   std::string truth;
   bool logger = false;
   std::string power_mode;
+  int threads = 1;
+  bool tegrastats = false;
 };
 
 int run_sim(const SimArgs& a) {
@@ -40,7 +42,10 @@ int run_sim(const SimArgs& a) {
                                 .seed = a.seed,
                                 .truth_csv = a.truth,
                                 .logger = a.logger,
-                                .power_mode = a.power_mode};
+                                .power_mode = a.power_mode,
+                                .threads = a.threads,
+                                .sensor = a.tegrastats ? devices::SimPowerSensor::kTegrastats
+                                                       : devices::SimPowerSensor::kIna219};
   std::unique_ptr<devices::SimServer> server =
       a.tcp_port >= 0
           ? devices::SimServer::listen_tcp(board, opt, static_cast<uint16_t>(a.tcp_port))
@@ -79,7 +84,9 @@ void add_sim_command(CLI::App& app, Commands& commands) {
   sim_cmd->add_option("--disconnect-after", sim.disconnect_after_s,
                       "drop the link this many seconds after the run starts");
   sim_cmd->add_option("--seed", sim.seed, "random seed")->capture_default_str();
-  sim_cmd->add_option("--truth", sim.truth, "write the true energy of every span to this CSV");
+  sim_cmd->add_option("--truth", sim.truth,
+                      "write every span's truth to this CSV (energy; the published profile's time and each "
+                      "truth-model effect's share)");
   sim_cmd->add_flag("--logger", sim.logger,
                     "measure the board with a power logger on a second pty, on its own clock, "
                     "instead of its own monitor (prints the logger's path on a second line)")
@@ -87,6 +94,13 @@ void add_sim_command(CLI::App& app, Commands& commands) {
   sim_cmd->add_option("--power-mode", sim.power_mode,
                       "run in this power mode (default: the board's first): tx2 MAXN, "
                       "MAXP_CORE_ARM, MAXQ; pi4 1500MHz, 1000MHz, 600MHz");
+  sim_cmd->add_option("--threads", sim.threads,
+                      "cores its kernels run on (four busy cores heat a Pi 4 or a TX2 until it throttles)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sim_cmd->add_flag("--tegrastats", sim.tegrastats,
+                    "its own monitor prints like tegrastats (each reading the mean power over 100 ms, "
+                    "stamped at the end) instead of sampling an INA219");
   commands.add(sim_cmd, [] { return run_sim(sim); });
 }
 

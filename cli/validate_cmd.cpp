@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "cli/truth_breakdown.h"
 #include "common/units.h"
+#include "devices/board_profile.h"
 
 namespace ergon::cli {
 
@@ -80,6 +82,9 @@ int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out)
                      100 * o.step_error_median, 100 * o.step_error_p95);
   out << fmt::format("  {} of {} steps timed, {} with energy; plan {} and run {} stored with the validation in {}\n",
                      o.steps_timed, o.steps, o.steps_attributed, o.plan_id, o.run_id, args.db);
+  if (o.simulated_truth)
+    print_error_breakdown(devices::board_named(o.board), *o.simulated_truth, o.predicted_time_s,
+                          o.measured_time_s, o.predicted_energy_j, o.measured_energy_j, out);
   if (o.executed) {
     const app::ExecutedIteration& e = *o.executed;
     const app::ExecutedIteration& r = *o.reference;

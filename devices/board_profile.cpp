@@ -47,6 +47,21 @@ std::vector<BoardProfile> make_profiles() {
                      {"MAXQ", "nvpmodel 1: CPU at 1.2 GHz, lower voltage", 0.6, 0.35}};
   tx2.power_mode = tx2.power_modes.front().name;
   tx2.mode_switch_s = 0.2;  // nvpmodel: a process that hot-plugs cores and sets clocks
+  // The simulator's truth model (docs/accuracy.md, "Simulator truth model"): Linux on an
+  // A57 core, eMMC storage, the module's heat sink with the fan off. Thermal figures are
+  // illustrative: four busy cores tend to 96 C and throttle at 90 C to 1.4 GHz
+  // (MAXP_CORE_ARM's clock and power) after about a minute; one core settles at 54 C.
+  tx2.sim_truth = {.time_jitter = 0.010,
+                   .idle_temp_c = 40,
+                   .temp_rise_c_per_w = 13,
+                   .thermal_tau_s = 30,
+                   .throttle_c = 90,
+                   .release_c = 87,
+                   .throttle_speed = 0.7,
+                   .throttle_dynamic_power = 0.5,
+                   .cache_bytes = 2 << 20,  // the A57 cluster's shared L2
+                   .spill_slowdown = 0.25,
+                   .storage_latency_jitter = 0.2};
   boards.push_back(tx2);
 
   BoardProfile pi4;
@@ -80,6 +95,22 @@ std::vector<BoardProfile> make_profiles() {
                      {"600MHz", "cpufreq 600 MHz", 0.4, 0.2}};
   pi4.power_mode = pi4.power_modes.front().name;
   pi4.mode_switch_s = 355e-6;  // the A72's cpuinfo_transition_latency
+  // Truth model: Linux on an A72 core, a microSD card, a bare board in free air. The
+  // firmware throttles the ARM cores from 80 C (Raspberry Pi documentation, "Frequency
+  // management and thermal control"); here to 1.0 GHz (the 1000MHz mode's clock and power)
+  // until 78 C. Rise and time constant are illustrative: four busy cores tend to 88 C and
+  // throttle after about a minute, one core settles at 60 C.
+  pi4.sim_truth = {.time_jitter = 0.015,
+                   .idle_temp_c = 50,
+                   .temp_rise_c_per_w = 12,
+                   .thermal_tau_s = 40,
+                   .throttle_c = 80,
+                   .release_c = 78,
+                   .throttle_speed = 0.667,
+                   .throttle_dynamic_power = 0.42,
+                   .cache_bytes = 1 << 20,  // the A72 cluster's shared L2
+                   .spill_slowdown = 0.35,
+                   .storage_latency_jitter = 0.3};
   boards.push_back(pi4);
 
   BoardProfile nrf;
@@ -108,6 +139,9 @@ std::vector<BoardProfile> make_profiles() {
   nrf.rail_name = "VDD";
   nrf.power_modes = {{"64MHz", "the M4F's only clock", 1.0, 1.0}};
   nrf.power_mode = nrf.power_modes.front().name;
+  // Truth model: bare-metal firmware (interrupts are the only jitter), no data cache, an SD
+  // card over SPI; a few milliwatts never heat it enough to matter.
+  nrf.sim_truth = {.time_jitter = 0.003, .storage_latency_jitter = 0.3};
   boards.push_back(nrf);
 
   BoardProfile mkr;
@@ -136,6 +170,7 @@ std::vector<BoardProfile> make_profiles() {
   mkr.rail_name = "VIN";
   mkr.power_modes = {{"48MHz", "the M0+'s only clock", 1.0, 1.0}};
   mkr.power_mode = mkr.power_modes.front().name;
+  mkr.sim_truth = {.time_jitter = 0.003, .storage_latency_jitter = 0.3};
   boards.push_back(mkr);
 
   return boards;
@@ -169,19 +204,19 @@ std::string board_names() {
   return out;
 }
 
-OpTruth compute_truth(const BoardProfile& board, uint64_t flops, uint64_t bytes) {
+ProfileCost profile_compute_cost(const BoardProfile& board, uint64_t flops, uint64_t bytes) {
   // Roofline: compute- or memory-bound, plus a fixed invocation overhead. Memory-bound ops
   // draw a little less than compute-bound ones.
   const double compute_s = static_cast<double>(flops) / board.flops_per_s;
   const double memory_s = static_cast<double>(bytes) / board.mem_bytes_per_s;
-  OpTruth t;
+  ProfileCost t;
   t.time_s = board.op_overhead_s + std::max(compute_s, memory_s);
   const double activity = compute_s >= memory_s ? 1.0 : 0.7;
   t.power_w = board.idle_w + activity * board.compute_w;
   return t;
 }
 
-OpTruth paging_truth(const BoardProfile& board, uint64_t bytes, Phase direction) {
+ProfileCost profile_paging_cost(const BoardProfile& board, uint64_t bytes, Phase direction) {
   const bool in = direction == Phase::kPageIn;
   const double bw = in ? board.pagein_bytes_per_s : board.pageout_bytes_per_s;
   const double latency = in ? board.pagein_latency_s : board.pageout_latency_s;
@@ -246,11 +281,11 @@ SupplyReading supply_reading(const BoardProfile& board, double power_w) {
   return {.bus_v = v - r * current_a, .current_a = current_a};
 }
 
-OpTruth op_truth(const BoardProfile& board, const profiler::OpShape& shape, Phase phase) {
+ProfileCost profile_op_cost(const BoardProfile& board, const profiler::OpShape& shape, Phase phase) {
   switch (shape.kind) {
-    case OpKind::kPaging: return paging_truth(board, shape.bytes_in, phase);
+    case OpKind::kPaging: return profile_paging_cost(board, shape.bytes_in, phase);
     case OpKind::kIdle: return {.time_s = shape.dims[0] * 1e-6, .power_w = board.idle_w};
-    default: return compute_truth(board, shape.flops, shape.bytes_in + shape.bytes_out);
+    default: return profile_compute_cost(board, shape.flops, shape.bytes_in + shape.bytes_out);
   }
 }
 

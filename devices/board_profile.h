@@ -24,9 +24,39 @@ struct PowerMode {
   double dynamic_power = 1;
 };
 
-/// What a board is and costs: the simulator's ground truth and the host's descriptor.
-/// Figures from DESIGN.md's published POET platform profiles where they exist; the rest
-/// (idle power, noise, drift) are typical values for such boards.
+/// What a simulated board does that its published figures do not say: the simulator's truth
+/// model (devices/truth_model.h; each effect, its figures and their sources in
+/// docs/accuracy.md, "Simulator truth model"). The published-profile costs the planner uses
+/// (profile_op_cost(), app::BoardProfileCosts) never read it, so validating against a
+/// simulated board measures the cost model against something it does not share.
+struct SimTruth {
+  /// Spread of one invocation's time (lognormal sigma; mean 1: the published time is the mean).
+  double time_jitter = 0;
+  /// First-order thermal model: with nothing running the die sits at `idle_temp_c`; drawing
+  /// dynamic power P it tends to idle_temp_c + temp_rise_c_per_w x P with time constant
+  /// `thermal_tau_s`.
+  double idle_temp_c = 25;
+  double temp_rise_c_per_w = 0;
+  double thermal_tau_s = 1;
+  /// From `throttle_c` up (0: never) the governor caps the clock at `throttle_speed` of the
+  /// fastest power mode's, drawing `throttle_dynamic_power` of its dynamic power, until the die
+  /// cools to `release_c`. Decided at each window's start.
+  double throttle_c = 0;
+  double release_c = 0;
+  double throttle_speed = 1;
+  double throttle_dynamic_power = 1;
+  /// Last-level cache (0: none). An op touching `bytes` runs its memory-bound part
+  /// 1 + spill_slowdown x r^2 / (1 + r^2) times as long, r = bytes / cache_bytes: the
+  /// published memory rate is the cache-resident one, DRAM is slower.
+  uint64_t cache_bytes = 0;
+  double spill_slowdown = 0;
+  /// Spread of a page-in's or page-out's latency (lognormal sigma, mean 1).
+  double storage_latency_jitter = 0;
+};
+
+/// What a board is and costs: the simulator's published figures, its truth model and the
+/// host's descriptor. Figures from DESIGN.md's published POET platform profiles where they
+/// exist; the rest (idle power, noise, drift) are typical values for such boards.
 struct BoardProfile {
   BoardKind kind = BoardKind::kUnknown;
   std::string_view name;         ///< CLI name: tx2, pi4, nrf52840, mkr1000
@@ -65,6 +95,8 @@ struct BoardProfile {
   /// of an iteration costs (cpufreq: the CPU's transition latency; nvpmodel: cores
   /// hot-plugged and clocks set by a process).
   double mode_switch_s = 0;
+  /// What the simulated board does beyond the figures above (never the cost model's).
+  SimTruth sim_truth;
 };
 
 /// The board running its kernels on `threads` cores (at most `cores`): compute scales with
@@ -91,15 +123,18 @@ BoardProfile board_named(std::string_view name);
 /// no power mode 'MODE' (it has ...)".
 BoardProfile board_in_mode(const BoardProfile& board, std::string_view mode);
 
-/// True cost of one invocation of an op on a board (the simulator's ground truth model).
-struct OpTruth {
+/// One invocation of an op as the board's published profile costs it: what the planner's
+/// profile costs are (app::BoardProfileCosts), and what the simulator's truth model
+/// (truth_model.h) starts from before adding what the profile does not say.
+struct ProfileCost {
   double time_s = 0;
   double power_w = 0;  ///< total board power while it runs (idle included)
 };
-OpTruth op_truth(const BoardProfile& board, const profiler::OpShape& shape,
-                 profiler::Phase phase);
-/// The compute part of that model for any op: a roofline of FLOPs against bytes moved.
-OpTruth compute_truth(const BoardProfile& board, uint64_t flops, uint64_t bytes);
+ProfileCost profile_op_cost(const BoardProfile& board, const profiler::OpShape& shape,
+                            profiler::Phase phase);
+/// The compute part for any op: a roofline of FLOPs against bytes moved, plus a fixed
+/// invocation overhead; memory-bound ops draw 0.7 of the dynamic power.
+ProfileCost profile_compute_cost(const BoardProfile& board, uint64_t flops, uint64_t bytes);
 /// What a power monitor on the board's supply sees while the board draws `power_w` at its
 /// terminals: the supply droops through its source resistance, (V - R I) I = P.
 struct SupplyReading {
@@ -116,6 +151,6 @@ probes::PowerSample monitor_sample(const BoardProfile& board, const probes::Ina2
 /// time since its boot (device ns = true ns x (1 + drift) + offset).
 uint64_t simulated_ticks(int64_t true_ns, double drift_ppm, int64_t offset_ns, uint64_t tick_hz);
 /// The paging part: latency + bytes / bandwidth at idle + storage power.
-OpTruth paging_truth(const BoardProfile& board, uint64_t bytes, profiler::Phase direction);
+ProfileCost profile_paging_cost(const BoardProfile& board, uint64_t bytes, profiler::Phase direction);
 
 }  // namespace ergon::devices

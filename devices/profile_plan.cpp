@@ -38,6 +38,10 @@ ProfilePlan default_profile_plan(const BoardProfile& board, uint32_t seed) {
         profiler::relu(8 * 64 * 32 * 32, Phase::kForward),
         profiler::max_pool(8, 64, 32, 32, 2, Phase::kForward),
         profiler::add(8 * 64 * 32 * 32, Phase::kForward),
+        // Small enough (32 KiB, ~25 us) that the invocation overhead is most of it: without
+        // such an op the roofline fit cannot tell the overhead from the memory-bound ops'
+        // working-set slowdown, and sets it to 0.
+        profiler::relu(4096, Phase::kForward),
     };
     page_sizes = {64 << 10, 1 << 20, 8 << 20};
     idle_us = 200'000;

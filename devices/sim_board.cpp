@@ -20,23 +20,21 @@ constexpr int64_t kReplyLatencyNs = 20'000;        // device time between rx and
 
 }  // namespace
 
-namespace {
-
-
-}  // namespace
-
 SimBoard::SimBoard(const BoardProfile& board, const SimBoardOptions& options)
     : base_(board),
       board_(with_threads(board_in_mode(board, options.power_mode), options.threads)),
       options_(options),
       ina_(board.ina219),
-      rng_(options.seed) {
+      rng_(options.seed),
+      truth_model_(board.sim_truth, options.seed) {
   if (options.external_logger) {
     PowerLoggerOptions logger = *options.external_logger;
     logger.time_scale = options.time_scale;  // one simulation: its clock runs at the board's pace
     logger_.emplace(board, logger);
   }
-  sample_period_ns_ = static_cast<int64_t>(std::llround(ina_.sample_period_s() * 1e9));
+  sample_period_ns_ = options.sensor == SimPowerSensor::kTegrastats
+                          ? std::max<int64_t>(1, options.tegrastats_interval_ns)
+                          : static_cast<int64_t>(std::llround(ina_.sample_period_s() * 1e9));
 }
 
 uint64_t SimBoard::ticks_at(int64_t true_ns) const {
@@ -229,7 +227,11 @@ void SimBoard::start_run(const proto::Start& start, int64_t now_ns, std::vector<
   loop_ = 0;
   runs_.push_back(SimRunStats{.run_tag = start.run_tag});
   cursor_ns_ = std::max(cursor_ns_, now_ns);
-  next_sample_ns_ = cursor_ns_;
+  truth_model_.advance(cursor_ns_, 0);  // it idled (and cooled) since the last run
+  // tegrastats prints its first line an interval in; the INA219 converts at once.
+  next_sample_ns_ = cursor_ns_ + (options_.sensor == SimPowerSensor::kTegrastats ? sample_period_ns_ : 0);
+  mean_until_ns_ = cursor_ns_;
+  mean_energy_j_ = 0;
   batch_.count = 0;
   next_segment(cursor_ns_);
 }
@@ -261,31 +263,25 @@ bool SimBoard::next_segment(int64_t begin_ns) {
     s.end_ns = begin_ns + int64_t{op.idle_after_us} * 1000;
     cold_ = true;
   } else {
+    // The truth model runs the op: invocations until the window lasts the plan's minimum,
+    // each drawn with its jitter, at the clock the governor allows now. The first run after
+    // a gap is slower; warm-up runs, when the plan asks for them, take that before the
+    // window opens.
     const bool idle = op.shape.kind == profiler::OpKind::kIdle;
-    const OpTruth truth = op_truth(board_, op.shape, op.phase);
-    const double min_window_s = start_.min_window_us * 1e-6;
-    const auto reps = idle ? 1U
-                           : static_cast<uint32_t>(
-                                 std::max(1.0, std::ceil(min_window_s / truth.time_s)));
-    std::normal_distribution<double> jitter(1.0, board_.power_jitter);
-    const double dynamic_w = truth.power_w - board_.idle_w;
-    s.phase = op.phase;
-    s.power_w = board_.idle_w + std::max(0.0, dynamic_w * jitter(rng_));
-    // The first run after a gap is slower; warm-up runs, when the plan asks for them, take
-    // that penalty before the window opens.
-    const double cold_runs = cold_ && !idle ? board_.cold_start_penalty : 0.0;
-    double runs = 0;
+    const bool cold = cold_ && !idle;
     if (!warmed_up_ && op.warmup_reps > 0 && !idle) {
       s.is_warmup = true;
-      runs = op.warmup_reps + cold_runs;
+      s.run = truth_model_.run(board_, op.shape, op.phase, op.warmup_reps, 0, cold);
       warmed_up_ = true;
     } else {
       s.is_span = true;
       s.op_id = op.op_id;
-      s.repetitions = reps;
-      runs = reps + cold_runs;
+      s.run = truth_model_.run(board_, op.shape, op.phase, 1, start_.min_window_us * 1e-6, cold);
+      s.repetitions = s.run.invocations;
     }
-    s.end_ns = begin_ns + std::max<int64_t>(1, std::llround(truth.time_s * runs * 1e9));
+    s.phase = op.phase;
+    s.power_w = s.run.power_w;
+    s.end_ns = begin_ns + s.run.duration_ns;
     cold_ = idle;
   }
   segment_ = s;
@@ -306,6 +302,8 @@ void SimBoard::advance_to(int64_t t_ns, std::vector<uint8_t>& out,
     if (logger_) {
       logger_->sample_until(segment_.end_ns > t_ns ? t_ns : segment_.end_ns - 1,
                             segment_.power_w, *logger_out);
+    } else if (options_.sensor == SimPowerSensor::kTegrastats) {
+      average_until(until, segment_.power_w, out);
     } else {
       while (next_sample_ns_ < segment_.end_ns && next_sample_ns_ <= until) {
         take_sample(next_sample_ns_, segment_.power_w, out);
@@ -321,6 +319,7 @@ void SimBoard::advance_to(int64_t t_ns, std::vector<uint8_t>& out,
 
 void SimBoard::finish_segment(std::vector<uint8_t>& out) {
   const Segment s = segment_;
+  truth_model_.advance(s.end_ns, s.power_w - board_.idle_w);  // the die heats or cools
   if (s.is_switch) {
     log(proto::LogLevel::kInfo,
         phase_switch_line(op_index_, phases_->backward, static_cast<uint64_t>(s.end_ns - s.begin_ns)), out);
@@ -352,7 +351,14 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
                       .end_ns = s.end_ns,
                       .power_w = s.power_w,
                       .energy_j = s.power_w * static_cast<double>(s.end_ns - s.begin_ns) * 1e-9,
-                      .frame_intact = intact});
+                      .frame_intact = intact,
+                      .throttled = s.run.throttled,
+                      .temperature_c = s.run.temperature_c,
+                      .profile_time_s = s.run.profile_time_s,
+                      .profile_energy_j = s.run.profile_energy_j,
+                      .time_by = s.run.time_by,
+                      .energy_by = s.run.energy_by});
+    if (s.phase != Phase::kIdle) run.truth.add(s.run);
   }
 
   // Advance the plan cursor: (warm-up ->) window -> gap -> next window ... -> next op -> next
@@ -381,11 +387,31 @@ void SimBoard::take_sample(int64_t t_ns, double power_w, std::vector<uint8_t>& o
   std::normal_distribution<double> noise(0.0, board_.shunt_noise_v);
   const uint64_t ticks = ticks_at(t_ns);
   const auto sample = monitor_sample(board_, ina_, power_w, noise(rng_), ticks);
+  append_sample(ticks, sample.bus_uv, sample.current_ua, sample.power_uw, sample.flags, out);
+}
 
+void SimBoard::average_until(int64_t t_ns, double power_w, std::vector<uint8_t>& out) {
+  while (next_sample_ns_ <= t_ns) {
+    mean_energy_j_ += power_w * static_cast<double>(next_sample_ns_ - mean_until_ns_) * 1e-9;
+    const double mean_w = mean_energy_j_ / (static_cast<double>(sample_period_ns_) * 1e-9);
+    const auto mw = static_cast<int32_t>(std::lround(mean_w * 1000));  // tegrastats prints mW
+    append_sample(ticks_at(next_sample_ns_), 0, 0, mw * 1000, 0, out);
+    flush_batch(out);  // a line at a time, as the agent streams tegrastats
+    mean_until_ns_ = next_sample_ns_;
+    mean_energy_j_ = 0;
+    next_sample_ns_ += sample_period_ns_;
+  }
+  if (t_ns > mean_until_ns_) {
+    mean_energy_j_ += power_w * static_cast<double>(t_ns - mean_until_ns_) * 1e-9;
+    mean_until_ns_ = t_ns;
+  }
+}
+
+void SimBoard::append_sample(uint64_t ticks, int32_t bus_uv, int32_t current_ua, int32_t power_uw, uint8_t flags,
+                             std::vector<uint8_t>& out) {
   if (!batch_.fits(ticks)) flush_batch(out);
   ++runs_.back().samples_sent;
-  if (batch_.append(ticks, sample.bus_uv, sample.current_ua, sample.power_uw, sample.flags))
-    flush_batch(out);
+  if (batch_.append(ticks, bus_uv, current_ua, power_uw, flags)) flush_batch(out);
 }
 
 void SimBoard::flush_batch(std::vector<uint8_t>& out) {

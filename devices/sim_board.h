@@ -11,6 +11,7 @@
 #include "devices/profile_plan.h"
 #include "devices/protocol/decoder.h"
 #include "devices/protocol/messages.h"
+#include "devices/truth_model.h"
 #include "probes/ina219_model.h"
 
 namespace ergon::devices {
@@ -28,6 +29,14 @@ struct TruthSpan {
   double power_w = 0;    ///< true board power during the span (constant within a window)
   double energy_j = 0;   ///< exact: power_w x (end_ns - begin_ns)
   bool frame_intact = true;  ///< false when link corruption touched the span's frame
+  bool throttled = false;    ///< the governor had capped the clock for it
+  double temperature_c = 0;  ///< the die's temperature when it began
+  /// What the published profile says the span's runs take, and how the truth model's
+  /// effects moved its time and energy away from that (they sum to the truth).
+  double profile_time_s = 0;
+  double profile_energy_j = 0;
+  TruthEffects time_by;
+  TruthEffects energy_by;
 };
 
 /// What the board sent in one run, and how much of it the simulated link left intact.
@@ -39,6 +48,18 @@ struct SimRunStats {
   uint32_t spans_intact = 0;
   uint32_t samples_intact = 0;
   uint32_t frames_intact = 0;
+  /// The run's timed non-idle spans against the published profile: how much of their true
+  /// time and energy each effect of the truth model made (what a validation's error is
+  /// made of, with break_down_error()).
+  TruthLedger truth;
+};
+
+/// The simulated board's own power monitor.
+enum class SimPowerSensor {
+  kIna219,      ///< the INA219 at register level: a conversion pair every 1.064 ms
+  /// A Jetson's rail as tegrastats prints it: the mean power over each interval, in whole
+  /// milliwatts, stamped when the line prints (no bus voltage, no current).
+  kTegrastats,
 };
 
 struct SimBoardOptions {
@@ -57,6 +78,8 @@ struct SimBoardOptions {
   /// Simulated seconds per real second, as its Hello declares it (SimServer's speed; 0:
   /// unpaced); in-memory tests drive it on one clock, real time.
   double time_scale = 1;
+  SimPowerSensor sensor = SimPowerSensor::kIna219;
+  int64_t tegrastats_interval_ns = 100'000'000;  ///< ergon's tegrastats probe's default
 };
 
 /// A simulated board running the Ergon agent, without any I/O: host bytes go in through
@@ -83,6 +106,8 @@ class SimBoard {
   [[nodiscard]] int64_t cursor_ns() const { return cursor_ns_; }
   [[nodiscard]] uint64_t ticks_at(int64_t true_ns) const;
   [[nodiscard]] const std::vector<TruthSpan>& truth() const { return truth_; }
+  /// The truth model: the die's temperature and the governor's state now.
+  [[nodiscard]] const TruthModel& truth_model() const { return truth_model_; }
   /// Warm-up runs (untimed, before windows) so far: their true duration and energy.
   [[nodiscard]] int64_t warmup_ns() const { return warmup_ns_; }
   [[nodiscard]] double warmup_energy_j() const { return warmup_energy_j_; }
@@ -106,6 +131,7 @@ class SimBoard {
     int64_t begin_ns = 0;
     int64_t end_ns = 0;
     double power_w = 0;
+    OpRun run;  ///< spans and warm-ups: the truth model's account of them
   };
 
   void handle_frame(const protocol::Frame& frame, int64_t now_ns, std::vector<uint8_t>& out);
@@ -115,6 +141,10 @@ class SimBoard {
   bool next_segment(int64_t begin_ns);
   void finish_segment(std::vector<uint8_t>& out);
   void take_sample(int64_t t_ns, double power_w, std::vector<uint8_t>& out);
+  /// tegrastats: integrates power up to t_ns, sending each interval's mean as it closes.
+  void average_until(int64_t t_ns, double power_w, std::vector<uint8_t>& out);
+  void append_sample(uint64_t ticks, int32_t bus_uv, int32_t current_ua, int32_t power_uw, uint8_t flags,
+                     std::vector<uint8_t>& out);
   void flush_batch(std::vector<uint8_t>& out);
   void log(protocol::LogLevel level, const std::string& text, std::vector<uint8_t>& out);
   /// Encodes and appends one frame; returns whether the (simulated) link left it intact.
@@ -126,7 +156,8 @@ class SimBoard {
   SimBoardOptions options_;
   probes::Ina219Model ina_;
   std::optional<SimPowerLogger> logger_;
-  std::mt19937_64 rng_;
+  std::mt19937_64 rng_;  ///< the sensor's noise and the link's damage
+  TruthModel truth_model_;
   protocol::Decoder decoder_;
   uint16_t tx_seq_ = 0;
   uint64_t tx_seq_count_ = 0;
@@ -152,6 +183,8 @@ class SimBoard {
   int64_t cursor_ns_ = 0;
   int64_t next_sample_ns_ = 0;
   int64_t sample_period_ns_ = 0;
+  int64_t mean_until_ns_ = 0;  ///< tegrastats: the interval integrated so far
+  double mean_energy_j_ = 0;
 
   protocol::PowerBatch batch_{};
   std::vector<SimRunStats> runs_;

@@ -42,7 +42,8 @@ SimServer::SimServer(const BoardProfile& board, const SimServerOptions& options)
                                                     : std::nullopt,
                              .power_mode = options.power_mode,
                              .threads = options.threads,
-                             .time_scale = std::max(0.0, options.speed)}),
+                             .time_scale = std::max(0.0, options.speed),
+                             .sensor = options.sensor}),
       options_(options) {}
 
 SimServer::~SimServer() {
@@ -232,13 +233,17 @@ void write_truth_csv(const std::filesystem::path& path, const SimBoard& board) {
     std::ofstream f(tmp);
     if (!f) throw InputError("cannot write " + tmp.string());
     f << "run_tag,op_id,phase,begin_ticks,end_ticks,repetitions,begin_ns,end_ns,power_w,"
-         "energy_j,frame_intact\n";
+         "energy_j,frame_intact,throttled,temperature_c,profile_time_s,profile_energy_j,"
+         "working_set_s,throttling_s,jitter_s,storage_s,cold_start_s\n";
     f.precision(12);
     for (const TruthSpan& t : board.truth()) {
       f << t.run_tag << ',' << t.op_id << ',' << profiler::to_string(t.phase) << ','
         << t.begin_ticks << ',' << t.end_ticks << ',' << t.repetitions << ',' << t.begin_ns
         << ',' << t.end_ns << ',' << t.power_w << ',' << t.energy_j << ','
-        << (t.frame_intact ? 1 : 0) << '\n';
+        << (t.frame_intact ? 1 : 0) << ',' << (t.throttled ? 1 : 0) << ',' << t.temperature_c << ','
+        << t.profile_time_s << ',' << t.profile_energy_j << ',' << t.time_by.working_set << ','
+        << t.time_by.throttling << ',' << t.time_by.jitter << ',' << t.time_by.storage << ','
+        << t.time_by.cold_start << '\n';
     }
   }
   std::filesystem::rename(tmp, path);  // readers never see a half-written file

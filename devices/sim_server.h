@@ -28,6 +28,8 @@ struct SimServerOptions {
   std::string power_mode;
   /// Cores its kernels run on (with_threads()).
   int threads = 1;
+  /// Its own power monitor: the INA219 model, or tegrastats' interval means.
+  SimPowerSensor sensor = SimPowerSensor::kIna219;
 };
 
 /// A simulated board behind a real byte link: a pseudo-terminal (the host opens its slave
@@ -80,7 +82,8 @@ class SimServer {
   bool dropped_ = false;
 };
 
-/// Writes truth spans as CSV (header + one row per span).
+/// Writes truth spans as CSV (header + one row per span): what really happened, then the
+/// published profile's time and energy and each truth-model effect's share of time.
 void write_truth_csv(const std::filesystem::path& path, const SimBoard& board);
 
 }  // namespace ergon::devices

@@ -24,7 +24,7 @@ TEST(BoardProfiles, EveryBoardIsFoundByNameAndKind) {
 
 TEST(BoardProfiles, PagingTimeFollowsThePublishedBandwidthAndLatency) {
   const auto mkr = *find_board("mkr1000");
-  const auto t = op_truth(mkr, profiler::paging(4600), profiler::Phase::kPageIn);
+  const auto t = profile_op_cost(mkr, profiler::paging(4600), profiler::Phase::kPageIn);
   EXPECT_NEAR(t.time_s, 0.109e-3 + 1e-3, 1e-9);  // 4.6 MB/s + 0.109 ms
   EXPECT_NEAR(t.power_w, mkr.idle_w + 0.33, 1e-9);
 }

@@ -31,6 +31,7 @@
 #include "costdb/database.h"
 #include "devices/board_profile.h"
 #include "devices/sim_server.h"
+#include "devices/truth_model.h"
 
 namespace ergon {
 namespace {
@@ -54,6 +55,37 @@ class RecordEndToEnd : public testing::RecordingTest {
 
 devices::SimServerOptions unpaced(uint64_t seed = 1) {
   return devices::SimServerOptions{.speed = 0, .seed = seed};
+}
+
+/// What the simulated board's truth model makes of a validated schedule on average: each
+/// step's expected time (the published roofline with the working-set slowdown; warm,
+/// unthrottled) and the standard deviation of their sum (each step's time and storage-latency
+/// jitter, independent). Per-phase plans: `backward` from the backward phase's first step.
+struct ExpectedTime {
+  double mean_s = 0;
+  double sigma_s = 0;
+};
+ExpectedTime expected_time(const app::ValidateOutcome& o, const devices::BoardProfile& forward,
+                           const std::optional<devices::BoardProfile>& backward = std::nullopt) {
+  ExpectedTime e;
+  double variance = 0;
+  const uint32_t switch_at = app::backward_phase_entry(o.graph, o.schedule);
+  const auto steps = app::schedule_plan(o.graph, o.schedule).ops;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const auto& op = steps[i];
+    const devices::BoardProfile& board = backward && i >= switch_at ? *backward : forward;
+    const double t = devices::expected_op_cost(board, op.shape, op.phase).time_s;
+    const bool paging = op.shape.kind == profiler::OpKind::kPaging;
+    const double latency = !paging                                ? 0
+                           : op.phase == profiler::Phase::kPageIn ? board.pagein_latency_s
+                                                                  : board.pageout_latency_s;
+    const double lat_sd = latency * std::sqrt(std::expm1(std::pow(board.sim_truth.storage_latency_jitter, 2)));
+    const double time_sd = (t - latency) * std::sqrt(std::expm1(std::pow(board.sim_truth.time_jitter, 2)));
+    e.mean_s += t;
+    variance += lat_sd * lat_sd + time_sd * time_sd;
+  }
+  e.sigma_s = std::sqrt(variance);
+  return e;
 }
 
 TEST_F(RecordEndToEnd, PtyRecordingStoresEverySpanAndSampleTheSimulatorSent) {
@@ -136,8 +168,9 @@ TEST_F(RecordEndToEnd, UnpluggedBoardEndsTheRunAsDisconnectedAndKeepsItsData) {
 }
 
 TEST_F(RecordEndToEnd, ADamagedUnpluggedRunAttributesEverySpanWhoseSamplesArrived) {
+  // Unplugged 7.5 simulated seconds into the Pi 4's 11 s profile plan.
   auto opts = devices::SimServerOptions{.speed = 5, .corrupt_probability = 0.0005,
-                                        .disconnect_after_s = 2.5, .seed = 7};
+                                        .disconnect_after_s = 1.5, .seed = 7};
   auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), opts);
   sim->start();
   const auto outcomes = record({sim->link_name()});
@@ -249,26 +282,46 @@ TEST_F(RecordEndToEnd, MeasuredCostsPredictShapesTheBoardNeverRanAndThePlannerUs
   }
   auto db = costdb::Database::open_read_only(db_path());
   const auto costs = costdb::MeasuredCosts::from_database(db, "pi4");
+  // Paging: each direction's fit from three sizes of a few runs each, every run's time drawn
+  // with 1.5 % jitter and its 0.2-0.3 ms latency with 30 %. The bandwidth rests on the 8 MB
+  // pages (one run a window, three windows: 0.9 % one sigma); the latency is what is left of
+  // the 64 KB pages after the 1 MB ones' slope (7 % one sigma). Both within 3 sigma.
   EXPECT_NEAR(1 / costs.pagein_time_fit().coef[1], board.pagein_bytes_per_s,
-              0.01 * board.pagein_bytes_per_s);
+              0.027 * board.pagein_bytes_per_s);
   EXPECT_NEAR(costs.pageout_time_fit().coef[0], board.pageout_latency_s,
-              0.05 * board.pageout_latency_s);
+              0.21 * board.pageout_latency_s);
   EXPECT_LT(costs.compute_time_fit().cv_median, 0.02);
   EXPECT_NEAR(costs.idle_power_w(), board.idle_w, 0.01 * board.idle_w);
-  // Layers of the zoo's MLP and ResNet, none of them in the profile plan: within 2 % of the
-  // simulator's true cost (time x power).
-  const std::vector<std::pair<uint64_t, uint64_t>> unseen = {
-      {2'097'152, 4'206'592}, {1'048'576, 8'192}, {115'605'504, 2'359'296}, {0, 131'072}};
-  for (const auto& [flops, bytes] : unseen) {
+  // Layers of the zoo's MLP and ResNet, none of them in the profile plan, against what the
+  // simulated board really takes on average (devices::expected_compute_cost: the published
+  // roofline with the working-set slowdown of its 1 MiB L2). The roofline fit sees the
+  // profile plan's memory-bound ops, all but one 4-8 MiB, run a third slower than the
+  // published rate, and takes that as the bandwidth: a layer of that size is predicted within
+  // 2 %, a compute-bound one too (the small relu in the plan pins the 15 us overhead). A
+  // 128 KiB op stays in the L2 and runs at the published rate: the fit over-predicts its
+  // memory part (two thirds of its time) by up to the slowdown, +35 %, so by up to 25 %
+  // (docs/accuracy.md, "The cost model").
+  struct Unseen {
+    uint64_t flops, bytes;
+    double tolerance;
+  };
+  const std::vector<Unseen> unseen = {{2'097'152, 4'206'592, 0.02},   // MLP fc2, memory-bound, 4 MiB
+                                      {115'605'504, 2'359'296, 0.02}, // ResNet conv, compute-bound
+                                      {1'048'576, 8'192, 0.02},       // 0.36 ms compute-bound
+                                      {0, 131'072, 0.25}};            // 48 us, in the L2
+  for (const auto& [flops, bytes, tolerance] : unseen) {
     const auto predicted = costs.compute(flops, bytes);
-    const auto truth = devices::compute_truth(board, flops, bytes);
+    const auto truth = devices::expected_compute_cost(board, flops, bytes);
+    std::printf("%llu FLOPs, %llu bytes: predicted %.1f us, the board takes %.1f us (%+.1f %%)\n",
+                static_cast<unsigned long long>(flops), static_cast<unsigned long long>(bytes),
+                predicted.time_s * 1e6, truth.time_s * 1e6, 100 * (predicted.time_s / truth.time_s - 1));
     EXPECT_FALSE(predicted.measured);
-    EXPECT_NEAR(predicted.time_s, truth.time_s, 0.02 * truth.time_s) << flops << " " << bytes;
-    EXPECT_NEAR(predicted.energy_j, truth.time_s * truth.power_w, 0.02 * truth.time_s * truth.power_w)
+    EXPECT_NEAR(predicted.time_s, truth.time_s, tolerance * truth.time_s) << flops << " " << bytes;
+    EXPECT_NEAR(predicted.energy_j, truth.time_s * truth.power_w, tolerance * truth.time_s * truth.power_w)
         << flops << " " << bytes;
   }
   for (uint64_t bytes : {100'000ULL, 3'000'000ULL}) {
-    const auto truth = devices::paging_truth(board, bytes, profiler::Phase::kPageOut);
+    const auto truth = devices::profile_paging_cost(board, bytes, profiler::Phase::kPageOut);
     EXPECT_NEAR(costs.page_out(bytes).time_s, truth.time_s, 0.02 * truth.time_s);
   }
 
@@ -324,8 +377,8 @@ TEST_F(RecordEndToEnd, CostsAreKeptApartByThePowerModeTheBoardRanIn) {
   const auto slow = costdb::MeasuredCosts::from_database(db, "pi4", "600MHz");
   EXPECT_EQ(slow.power_mode(), "600MHz");
   const uint64_t flops = 115'605'504, bytes = 2'359'296;
-  const auto truth_fast = devices::compute_truth(board, flops, bytes);
-  const auto truth_slow = devices::compute_truth(*devices::in_mode(board, "600MHz"), flops, bytes);
+  const auto truth_fast = devices::profile_compute_cost(board, flops, bytes);
+  const auto truth_slow = devices::profile_compute_cost(*devices::in_mode(board, "600MHz"), flops, bytes);
   EXPECT_NEAR(truth_slow.time_s / truth_fast.time_s, 2.5, 0.05);
   EXPECT_NEAR(slow.compute(flops, bytes).time_s, truth_slow.time_s, 0.02 * truth_slow.time_s);
   EXPECT_NEAR(fast.compute(flops, bytes).time_s, truth_fast.time_s, 0.02 * truth_fast.time_s);
@@ -353,17 +406,53 @@ TEST_F(RecordEndToEnd, CostsAreKeptApartByThePowerModeTheBoardRanIn) {
   EXPECT_THROW(app::plan(args), InputError);
 }
 
-TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMatchesItsPredictionAndIsStored) {
-  const app::ValidateRequest args = mlp_at_half_memory();
+// On the profile's costs (no measurements in the database) the prediction is the published
+// profile, and the simulated board is not: its truth model adds what the profile does not
+// know. The MLP's 4 MiB layers spill the Pi 4's 1 MiB L2, so the board takes about 12 %
+// longer than predicted; the error is made of the truth model's effects, and the measurement
+// adds next to nothing to it.
+TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMissesItsPredictionByWhatTheProfileDoesNotKnowAndIsStored) {
+  const auto board = *devices::find_board("pi4");
+  auto held = devices::SimServer::open_pty(board, unpaced());  // its truth at hand
+  held->start();
+  app::ValidateRequest args = mlp_at_half_memory();
+  args.port = held->link_name();
   const app::ValidateOutcome o = app::validate(args);
+  held->stop();
+  ASSERT_EQ(held->board().runs().size(), 1U);
+  const devices::TruthLedger& truth = held->board().runs().back().truth;
   const auto sim = planner::simulate(o.graph, o.schedule);
   EXPECT_EQ(o.steps, sim.computes + sim.recomputes + sim.page_ins + sim.page_outs);
   EXPECT_GT(sim.page_outs, 0) << "the schedule should page at 50 %";
   EXPECT_EQ(o.steps_attributed, o.steps);
-  // The simulated board spends each step's true cost with 3 % power jitter per step.
+  ASSERT_EQ(truth.spans, static_cast<uint32_t>(o.steps));
   ASSERT_TRUE(o.measured_energy_j && o.predicted_energy_j);
-  EXPECT_NEAR(*o.measured_energy_j, *o.predicted_energy_j, 0.05 * *o.predicted_energy_j);
-  EXPECT_NEAR(o.measured_time_s, o.predicted_time_s, 0.005 * o.predicted_time_s);
+  EXPECT_NEAR(o.predicted_time_s, truth.profile_time_s, 1e-9 * o.predicted_time_s) << "the published profile's";
+  EXPECT_NEAR(*o.predicted_energy_j, truth.profile_energy_j, 1e-9 * *o.predicted_energy_j);
+
+  // Measurement: spans in board ticks, the clock fitted; each step's energy from the few
+  // samples of a sub-millisecond step (a sample every 1.064 ms), whose errors mostly cancel.
+  EXPECT_NEAR(o.measured_time_s, truth.time_s, 0.001 * truth.time_s);
+  EXPECT_NEAR(*o.measured_energy_j, truth.energy_j, 0.02 * truth.energy_j);
+  // The truth: the expected working-set slowdown, within 4 sigma of the steps' jitter.
+  const ExpectedTime expected = expected_time(o, board);
+  EXPECT_NEAR(truth.time_s, expected.mean_s, 4 * expected.sigma_s);
+  // So the error is no longer zero, and is what the truth model says it is made of.
+  const auto time = devices::break_down_error(truth, devices::Quantity::kTime, o.predicted_time_s, o.measured_time_s);
+  const auto energy =
+      devices::break_down_error(truth, devices::Quantity::kEnergy, *o.predicted_energy_j, *o.measured_energy_j);
+  std::printf("mlp at 50 %% on pi4, profile costs: time %+.2f %% (working set %+.2f %%, jitter %+.2f %%, storage "
+              "%+.2f %%, measurement %+.3f %%), energy %+.2f %% (power spread %+.2f %%, measurement %+.2f %%)\n",
+              100 * time.total, 100 * time.effects.working_set, 100 * time.effects.jitter, 100 * time.effects.storage,
+              100 * time.measurement, 100 * energy.total, 100 * energy.effects.power, 100 * energy.measurement);
+  EXPECT_NEAR(time.costs, 0, 1e-9);
+  EXPECT_NEAR(time.costs + time.effects.total() + time.measurement, time.total, 1e-12);
+  EXPECT_GT(time.total, 0.08);
+  EXPECT_LT(time.total, 0.16);
+  EXPECT_GT(time.effects.working_set, 0.75 * time.total) << "most of it is the L2 the profile does not know";
+  EXPECT_EQ(time.effects.throttling, 0);
+  EXPECT_LT(std::abs(time.measurement), 0.001);
+  EXPECT_NEAR(energy.costs + energy.effects.total() + energy.measurement, energy.total, 1e-12);
   {
     auto db = costdb::Database::open_read_only(db_path());
     const auto run = costdb::find_run(db, o.run_id);
@@ -396,24 +485,30 @@ TEST_F(RecordEndToEnd, APlanIsValidatedInThePowerModeItWasMadeFor) {
   app::ValidateRequest args = mlp_at_half_memory();
   args.plan.power_mode = "600MHz";
   const app::ValidateOutcome o = app::validate(args);
-  EXPECT_NEAR(o.measured_time_s, o.predicted_time_s, 0.005 * o.predicted_time_s) << "the board ran at 600 MHz";
+  // What the board takes at 600 MHz, the working set and jitter included (at 1500 MHz the
+  // steps would take 40 % of it).
+  const auto pi4 = *devices::find_board("pi4");
+  const ExpectedTime at_600 = expected_time(o, *devices::in_mode(pi4, "600MHz"));
+  EXPECT_NEAR(o.measured_time_s, at_600.mean_s, 4 * at_600.sigma_s + 0.001 * at_600.mean_s)
+      << "the board ran at 600 MHz";
   app::ValidateRequest again;
   again.db = db_path().string();
   again.plan_id = o.plan_id;
   const app::ValidateOutcome o2 = app::validate(again);
   EXPECT_EQ(o2.predicted_energy_j, o.predicted_energy_j);
-  EXPECT_NEAR(o2.measured_time_s, o.measured_time_s, 0.005 * o.measured_time_s);
+  EXPECT_NEAR(o2.measured_time_s, o.measured_time_s, 4 * std::sqrt(2.0) * at_600.sigma_s + 0.002 * at_600.mean_s);
   {
     auto db = costdb::Database::open_read_only(db_path());
     EXPECT_EQ(costdb::find_run(db, o2.run_id)->power_mode, "600MHz");
   }
   // Per phase: the board starts at 1500 MHz and switches to 600 MHz where the backward pass
-  // begins; what it measures follows the per-phase prediction, not either mode's.
+  // begins; what it measures follows what the board takes in each phase's mode, not either
+  // mode's alone.
   args.plan.power_mode = "1500MHz/600MHz";
   const app::ValidateOutcome mixed = app::validate(args);
-  EXPECT_NEAR(mixed.measured_time_s, mixed.predicted_time_s, 0.005 * mixed.predicted_time_s);
+  const ExpectedTime per_phase = expected_time(mixed, pi4, devices::in_mode(pi4, "600MHz"));
+  EXPECT_NEAR(mixed.measured_time_s, per_phase.mean_s, 4 * per_phase.sigma_s + 0.001 * per_phase.mean_s);
   ASSERT_TRUE(mixed.measured_energy_j && mixed.predicted_energy_j);
-  EXPECT_NEAR(*mixed.measured_energy_j, *mixed.predicted_energy_j, 0.05 * *mixed.predicted_energy_j);
   {
     // The stored plan's iteration includes the two mode switches.
     auto db = costdb::Database::open_read_only(db_path());
@@ -455,9 +550,14 @@ TEST_F(RecordEndToEnd, ProfilingAModelsOwnShapesMeasuresEveryNodeThePlannerCosts
   int nodes = 0;
   for (const auto& node : graph.nodes) {
     if (node.flops == 0 && node.bytes_touched == 0) continue;
-    const auto c = costs.compute(node.flops, node.bytes_touched);
+    // Looked up in the phase it was profiled in (a backward node may share its forward's counts).
+    const auto phase =
+        node.phase == planner::NodePhase::kForward ? profiler::Phase::kForward : profiler::Phase::kBackward;
+    const auto c = costs.compute(phase, node.flops, node.bytes_touched);
     EXPECT_TRUE(c.measured) << node.name;
-    const auto truth = devices::compute_truth(board, node.flops, node.bytes_touched);
+    // What the board really takes on average (its 4 MiB layers spill the L2); three windows
+    // of 60 ms average the 1.5 % per-run jitter down to a tenth of a percent.
+    const auto truth = devices::expected_compute_cost(board, node.flops, node.bytes_touched);
     EXPECT_NEAR(c.time_s, truth.time_s, 0.01 * truth.time_s) << node.name;
     ++nodes;
   }

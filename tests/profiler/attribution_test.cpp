@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "devices/board_profile.h"
 #include "devices/profile_plan.h"
@@ -17,6 +18,7 @@ using ergon::testing::Harness;
 
 struct Errors {
   std::vector<double> relative;  // |measured - true| / true net energy, windows >= 50 samples
+  std::vector<double> time;      // |measured - true| / true duration, the same windows
   int covered_by_2sigma = 0;
   int windows = 0;
 };
@@ -32,6 +34,8 @@ Errors window_errors(const Harness& h, const Attribution& a) {
         (truth[i].power_w - idle_w) * static_cast<double>(truth[i].end_ns - truth[i].begin_ns) * 1e-9;
     const double err = std::abs(w.net_energy_j - true_net);
     e.relative.push_back(err / true_net);
+    const double true_s = static_cast<double>(truth[i].end_ns - truth[i].begin_ns) * 1e-9;
+    e.time.push_back(std::abs(w.time_s - true_s) / true_s);
     e.covered_by_2sigma += err <= 2 * w.energy_sigma_j ? 1 : 0;
     ++e.windows;
   }
@@ -106,12 +110,16 @@ TEST(Attribution, NetEnergyOfEveryWindowMatchesTheSimulatorsTruth) {
     const Errors e = window_errors(h, a);
     SCOPED_TRACE(board);
     ASSERT_GT(e.windows, 20);
-    std::printf("%s: %d windows, median %.3f%%, p95 %.3f%%, max %.3f%%, within 2 sigma %.1f%%, drift %.1f ppm (fit %d: %s), idle %.4f W (true %.4f)\n",
+    std::printf("%s: %d windows, median %.3f%%, p95 %.3f%%, max %.3f%%, within 2 sigma %.1f%%, drift %.1f ppm (fit %d: %s), idle %.4f W (true %.4f); time median %.4f%%, p95 %.4f%%\n",
                 board, e.windows, 100 * quantile(e.relative, 0.5), 100 * quantile(e.relative, 0.95),
                 100 * quantile(e.relative, 1.0), 100.0 * e.covered_by_2sigma / e.windows,
-                a.clock.drift_ppm, a.clock.fitted, a.clock.note.c_str(), a.idle_power_w, h.sim.board().idle_w);
+                a.clock.drift_ppm, a.clock.fitted, a.clock.note.c_str(), a.idle_power_w, h.sim.board().idle_w,
+                100 * quantile(e.time, 0.5), 100 * quantile(e.time, 0.95));
     EXPECT_LE(quantile(e.relative, 0.5), 0.01);
     EXPECT_LE(quantile(e.relative, 0.95), 0.03);
+    // A window's time is two ticks of the board's clock, mapped by the fitted rate.
+    EXPECT_LE(quantile(e.time, 0.5), 0.001);
+    EXPECT_LE(quantile(e.time, 0.95), 0.001);
     EXPECT_GE(e.covered_by_2sigma, 0.9 * e.windows);
   }
 }
@@ -160,8 +168,12 @@ TEST(Attribution, ErrorGrowsAsWindowsShrinkAndTheUncertaintySaysSo) {
   std::printf("| board | window | windows | samples (median) | median error | p95 error | "
               "median 1-sigma | within 2 sigma |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
+  struct Seen {
+    double samples = 0;
+    double sigma = 0;  ///< relative to the window's true net energy
+  };
   for (const char* board : {"pi4", "tx2", "nrf52840", "mkr1000"}) {
-    double previous_sigma = 0;
+    std::map<std::size_t, Seen> previous;  // by window: the same plan, the same windows in order
     double previous_samples = 1e300;
     for (uint32_t window_us : {60'000U, 20'000U, 5'000U}) {
       devices::RecordOptions options;
@@ -171,6 +183,7 @@ TEST(Attribution, ErrorGrowsAsWindowsShrinkAndTheUncertaintySaysSo) {
       const Attribution a = attribute(h.sink.spans, h.sink.samples_, h.sink.syncs, h.sink.hello.tick_hz);
       Errors e;
       std::vector<double> samples, sigma;
+      std::map<std::size_t, Seen> seen;
       const auto& truth = h.sim.truth();
       for (std::size_t i = 0; i < a.windows.size(); ++i) {
         const WindowCost& w = a.windows[i];
@@ -183,6 +196,7 @@ TEST(Attribution, ErrorGrowsAsWindowsShrinkAndTheUncertaintySaysSo) {
         ++e.windows;
         samples.push_back(w.samples);
         sigma.push_back(w.energy_sigma_j / true_net);
+        seen[i] = {static_cast<double>(w.samples), w.energy_sigma_j / true_net};
       }
       SCOPED_TRACE(std::string(board) + " at " + std::to_string(window_us) + " us");
       ASSERT_GT(e.windows, 20);
@@ -192,15 +206,21 @@ TEST(Attribution, ErrorGrowsAsWindowsShrinkAndTheUncertaintySaysSo) {
                   100 * quantile(e.relative, 0.5), 100 * quantile(e.relative, 0.95),
                   100 * median_sigma, 100.0 * e.covered_by_2sigma / e.windows);
       EXPECT_GE(e.covered_by_2sigma, 0.9 * e.windows);
-      // Where the shorter minimum leaves the typical window as long (ops slower than both
-      // minimums), its uncertainty stays about the same; otherwise it must grow.
+      // Window by window: where the shorter minimum shortened a window, its uncertainty must
+      // grow; an op slower than both minimums keeps its window as long, and its uncertainty.
       const double median_samples = quantile(samples, 0.5);
-      if (median_samples < previous_samples) {
-        EXPECT_GT(median_sigma, previous_sigma) << "shorter windows must report more uncertainty";
-      } else {
-        EXPECT_GT(median_sigma, 0.9 * previous_sigma);
+      int shortened = 0, grew = 0;
+      for (const auto& [i, now] : seen) {
+        const auto before = previous.find(i);
+        if (before == previous.end() || now.samples >= 0.67 * before->second.samples) continue;
+        ++shortened;
+        grew += now.sigma > before->second.sigma ? 1 : 0;
       }
-      previous_sigma = median_sigma;
+      if (!previous.empty() && median_samples < previous_samples) {
+        EXPECT_GT(shortened, 0);
+      }
+      EXPECT_GE(grew, 0.9 * shortened) << "shorter windows must report more uncertainty";
+      previous = std::move(seen);
       previous_samples = median_samples;
     }
   }
@@ -208,7 +228,8 @@ TEST(Attribution, ErrorGrowsAsWindowsShrinkAndTheUncertaintySaysSo) {
 
 // The first run after an idle gap is slower (the simulated Pi 4 charges a quarter of a run):
 // windows of a single repetition overstate an op's time by that much unless the plan warms
-// the op up first.
+// the op up first. Each window is compared with what its run took warm: the simulator's true
+// duration less the cold start its truth model charged (jitter and working set stay in both).
 TEST(Attribution, WarmUpRunsKeepTheColdStartOutOfShortWindows) {
   const auto board = *devices::find_board("pi4");
   auto median_time_error = [&](uint16_t warmup_reps) {
@@ -221,14 +242,15 @@ TEST(Attribution, WarmUpRunsKeepTheColdStartOutOfShortWindows) {
     h.run(900);
     const Attribution a =
         attribute(h.sink.spans, h.sink.samples_, h.sink.syncs, h.sink.hello.tick_hz);
+    const auto& truth = h.sim.truth();
     std::vector<double> errors;
-    for (const WindowCost& w : a.windows) {
+    for (std::size_t i = 0; i < a.windows.size() && i < truth.size(); ++i) {
+      const WindowCost& w = a.windows[i];
       if (w.span.phase == Phase::kIdle) continue;
-      for (const auto& p : plan.ops) {
-        if (p.op_id != w.span.op_id) continue;
-        const double truth_s = devices::op_truth(board, p.shape, p.phase).time_s;
-        errors.push_back(w.time_s / w.span.repetitions / truth_s - 1);
-      }
+      EXPECT_EQ(w.span.repetitions, 1U);
+      const double warm_s =
+          static_cast<double>(truth[i].end_ns - truth[i].begin_ns) * 1e-9 - truth[i].time_by.cold_start;
+      errors.push_back(w.time_s / warm_s - 1);
     }
     EXPECT_GT(errors.size(), 20U);
     return quantile(errors, 0.5);
@@ -282,6 +304,74 @@ TEST(Attribution, APowerLoggerOnItsOwnClockAttributesAsAccuratelyAsTheBoardsOwnM
       attribute(h.sink.spans, h.logger_sink.samples_, h.sink.syncs, h.sink.hello.tick_hz);
   EXPECT_TRUE(std::none_of(raw.windows.begin(), raw.windows.end(),
                            [](const WindowCost& w) { return w.covered && w.samples > 0; }));
+}
+
+// tegrastats prints each rail's mean power over its interval (100 ms here), stamped when the
+// line prints; attribution takes samples as instants. The first line inside a window that
+// follows idle still averages some idle, and attribution holds it back to the window's start
+// and ramps from it to the next: a window loses 5/12 of an interval's worth of its net power
+// on average (u (1 - u) + (1 - u) / 2 intervals for a line u intervals in), -4 % of a 1 s
+// window, -0.4 % of a 10 s one. Only windows of about 10 s (100 lines) meet the goal; a
+// window shorter than an interval gets the interval means around it, not its own power.
+// (No warm-up runs here: a warm-up at the window's power before it would hide part of this.)
+TEST(Attribution, TegrastatsIntervalMeansMeetTheGoalOnlyOnWindowsOfManyIntervals) {
+  const auto tx2 = *devices::find_board("tx2");
+  const double interval_s = 0.1;
+  std::printf("| window | windows covered | of | lines (median) | median error | p95 error | median signed |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (double window_s : {0.06, 1.0, 5.0, 10.0}) {
+    devices::ProfilePlan plan = devices::default_profile_plan(tx2, 1);
+    plan.ops.front().shape = profiler::idle(3'000'000);  // idle power from 30 lines
+    for (auto& op : plan.ops) {
+      if (op.phase == Phase::kIdle) continue;
+      op.idle_after_us = 1'000'000;
+      op.warmup_reps = 0;
+    }
+    devices::RecordOptions options;
+    options.plan = plan;
+    options.min_window_us = static_cast<uint32_t>(window_s * 1e6);
+    devices::SimBoardOptions sensor{.sensor = devices::SimPowerSensor::kTegrastats,
+                                    .tegrastats_interval_ns = static_cast<int64_t>(interval_s * 1e9)};
+    Harness h(tx2, options, sensor);
+    h.run(2000, true, 0.01);
+    ASSERT_EQ(h.session.state(), devices::SessionState::kCompleted);
+    const Attribution a = attribute(h.sink.spans, h.sink.samples_, h.sink.syncs, h.sink.hello.tick_hz);
+    EXPECT_NEAR(a.sample_period_s, interval_s, 1e-3);
+    EXPECT_NEAR(a.idle_power_w, tx2.idle_w, 0.002);
+    std::vector<double> relative, signed_error, lines;
+    int windows = 0;
+    const auto& truth = h.sim.truth();
+    for (std::size_t i = 0; i < a.windows.size(); ++i) {
+      const WindowCost& w = a.windows[i];
+      if (w.span.phase == Phase::kIdle) continue;
+      ++windows;
+      if (!w.covered) continue;
+      const double true_net = truth[i].energy_j - tx2.idle_w * static_cast<double>(truth[i].end_ns - truth[i].begin_ns) * 1e-9;
+      relative.push_back(std::abs(w.net_energy_j - true_net) / true_net);
+      signed_error.push_back(w.net_energy_j / true_net - 1);
+      lines.push_back(w.samples);
+    }
+    SCOPED_TRACE(std::to_string(window_s) + " s windows");
+    std::printf("| %.2f s | %zu | %d | %.0f | %.2f %% | %.2f %% | %+.2f %% |\n", window_s, relative.size(), windows,
+                lines.empty() ? 0.0 : quantile(lines, 0.5), relative.empty() ? 0.0 : 100 * quantile(relative, 0.5),
+                relative.empty() ? 0.0 : 100 * quantile(relative, 0.95),
+                signed_error.empty() ? 0.0 : 100 * quantile(signed_error, 0.5));
+    if (window_s < interval_s) {
+      // Between the lines around it: not its own power. Most such windows are far off.
+      if (!relative.empty()) {
+        EXPECT_GT(quantile(relative, 0.5), 0.05);
+      }
+      continue;
+    }
+    ASSERT_GT(relative.size(), 20U);
+    const double lag = -5.0 / 12 * interval_s / window_s;  // the lag's share of a window
+    EXPECT_GT(quantile(signed_error, 0.5), 1.5 * lag);
+    EXPECT_LT(quantile(signed_error, 0.5), 0.5 * lag);
+    if (quantile(lines, 0.5) >= 100) {
+      EXPECT_LE(quantile(relative, 0.5), 0.01);
+      EXPECT_LE(quantile(relative, 0.95), 0.03);
+    }
+  }
 }
 
 }  // namespace
