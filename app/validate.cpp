@@ -169,6 +169,7 @@ BoardOutcome run_schedule(const RunTarget& t, const planner::Schedule& schedule,
     agent::AgentOptions local;
     local.link = "pty";
     local.probe = "sim:ina219";
+    if (devices::find_board(t.board)) local.board = t.board;  // it stands for the plan's board
     agent = std::make_unique<agent::AgentThread>(local);
     rec.ports = {agent->link()};
   } else {
@@ -191,6 +192,18 @@ BoardOutcome run_schedule(const RunTarget& t, const planner::Schedule& schedule,
                       "); an ergon-agent of protocol v3 executes schedules, a simulated board cannot");
   if (t.backward_mode) require_phase_switch(args.db, *outcomes[0].run_id, rec.options, *t.backward_mode);
   return outcomes[0];
+}
+
+/// A board on a port that is not the kind the plan was made for would compare one board's
+/// predictions with another's measurements: refused, naming the kind that answered.
+void require_board(const std::string& db_path, int64_t run_id, const std::string& port, const std::string& board) {
+  auto db = costdb::Database::open_read_only(db_path);
+  const auto run = costdb::find_run(db, run_id);
+  if (!run || run->board_kind == board) return;
+  throw InputError("the board on " + (port.empty() ? std::string("this machine") : port) + " is a " +
+                   run->board_kind + " (" + run->board_name + "), the plan is for " + board +
+                   ": validate with --board " + run->board_kind + " (its run " + std::to_string(run_id) +
+                   " is kept)");
 }
 
 /// Attributes the run, sums its covered steps as measured, and stores plan (when new), run
@@ -280,6 +293,7 @@ ValidateOutcome validate(const ValidateRequest& args, const ValidateProgress& pr
 
   phase(ValidatePhase::kRunning);
   const BoardOutcome outcome = run_schedule(target, o.schedule, steps, &o.simulated_truth);
+  require_board(args.db, *outcome.run_id, args.port, target.board);
   if (outcome.state != devices::SessionState::kCompleted) o.run_incomplete = outcome.error;
   o.run_id = *outcome.run_id;
   if (args.execute) {

@@ -236,17 +236,20 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
   }
   std::optional<BoardProfile> profile = find_board(msg.board_kind);
   std::string mismatch;
-  if (!profile) {
-    // --board names what an undeclared board, or a Linux host, is; a host without it is
-    // recorded as a host (no profile: its costs are only what is measured).
+  if (msg.board_kind == BoardKind::kLinuxHost) {
+    // A Linux host says what it is: its runs are a host's whatever --board expected (an
+    // agent that is to stand for a board declares it itself, ergon-agent --board).
+    if (options_.expected_board)
+      mismatch = "--board said " + std::string(options_.expected_board->name) +
+                 " but the board is a Linux host (ergon-agent without --board); recording it as " + hello.kind_name;
+  } else if (!profile) {
+    // --board names what an undeclared board is.
     profile = options_.expected_board;
-    if (profile) {
-      hello.kind_name = std::string(profile->name);
-    } else if (msg.board_kind != BoardKind::kLinuxHost) {
+    if (!profile)
       return fail(SessionState::kFailed, source_ +
                                              " did not say what board it is; pass --board (" +
                                              board_names() + ")");
-    }
+    hello.kind_name = std::string(profile->name);
   } else if (options_.expected_board && options_.expected_board->kind != profile->kind) {
     mismatch = "--board said " + std::string(options_.expected_board->name) +
                " but the board says it is " + hello.kind_name + "; recording it as " +
@@ -291,7 +294,7 @@ void RecordSession::begin(BoardHello hello, const std::string& warning, std::vec
   // on_hello resolved the profile (the Hello's kind, else --board) and failed without one,
   // but for a Linux host: its plan is a Linux board's, sized by the RAM it declares.
   std::optional<BoardProfile> profile = find_board(hello.kind);
-  if (!profile) profile = options_.expected_board;
+  if (!profile && hello.kind != BoardKind::kLinuxHost) profile = options_.expected_board;
   if (!profile) profile = BoardProfile{.kind = hello.kind, .name = kLinuxHostKindName, .ram_bytes = hello.ram_bytes};
   hello_ = std::move(hello);
   plan_ = options_.plan ? *options_.plan : default_profile_plan(*profile, options_.seed);

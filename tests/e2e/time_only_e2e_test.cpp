@@ -131,5 +131,25 @@ TEST_F(TimeOnlyProfiling, ValidatingOnRealKernelsComparesTimePerStepAndLeavesEne
   EXPECT_GE(o.step_error_p95, o.step_error_median);
 }
 
+TEST_F(TimeOnlyProfiling, ValidatingAPlanForOneBoardOnAnotherKindIsRefusedNamingIt) {
+  agent::AgentOptions options;
+  options.link = "pty";
+  options.probe = std::string(agent::kNoProbe);
+  options.scratch = dir_;
+  agent::AgentThread agent(options);  // a Linux host
+  app::ValidateRequest v;
+  v.plan = plan_args("pi4");  // planned on the Pi 4's published profile
+  v.db = db_path().string();
+  v.execute = true;
+  v.port = agent.link();
+  try {
+    (void)app::validate(v);
+    ADD_FAILURE() << "a host's measurements are not a Pi 4's";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a host"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--board host"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace ergon
