@@ -21,7 +21,7 @@ cleanup() {
 trap cleanup EXIT
 
 # Port 0: the agent picks a free one and prints its link first.
-qemu-aarch64 -L /usr/aarch64-linux-gnu "$agent" --link tcp:127.0.0.1:0 --probe sim:ina219 \
+qemu-aarch64 -L /usr/aarch64-linux-gnu "$agent" --link tcp:127.0.0.1:0 --probe sim:ina219 --board pi4 \
   --scratch "$work" >"$work/agent.out" 2>"$work/agent.err" &
 agent_pid=$!
 link=
