@@ -13,14 +13,14 @@
 
 namespace ergon::agent {
 
+/// The --probe value that asks for no probe: spans only.
+inline constexpr std::string_view kNoProbe = "none";
+
 /// The board side of Ergon on a Linux board (Raspberry Pi 4, Jetson TX2), and on the host so
 /// CI runs it: answers Hello and clock syncs, runs the profile plan or schedule it is sent
 /// with real kernels and real paging, times each window, samples the board's power probe,
 /// and streams spans and power batches. Survives the host disconnecting: a run in progress
 /// stops, and the agent waits for the next host.
-/// The --probe value that asks for no probe: spans only.
-inline constexpr std::string_view kNoProbe = "none";
-
 struct AgentOptions {
   /// "tcp:HOST:PORT" (listen; port 0 picks one), "pty" (a new pseudo-terminal), or a serial
   /// device ("/dev/ttyGS0", "/dev/ttyAMA0").

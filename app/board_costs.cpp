@@ -37,12 +37,6 @@ std::string BoardPowerModel::origin() const {
                      board.compute_w, board.storage_w);
 }
 
-std::optional<BoardPowerModel> board_power_model(const std::string& board, const std::string& mode) {
-  const auto profile = devices::find_board(board);
-  if (!profile) return std::nullopt;
-  return BoardPowerModel{devices::board_in_mode(*profile, mode)};
-}
-
 planner::NodeCost MeasuredCostModel::compute(const std::string& /*op*/, planner::NodePhase phase, uint64_t flops,
                                              uint64_t bytes) const {
   const auto c = costs_.compute(measured_phase(phase), flops, bytes);

@@ -35,8 +35,6 @@ struct BoardPowerModel {
   /// "the pi4 profile's published power (idle 2.2 W, ...)": printed with every plan.
   [[nodiscard]] std::string origin() const;
 };
-/// The power model of a board by name and mode; nullopt when the board has no profile.
-std::optional<BoardPowerModel> board_power_model(const std::string& board, const std::string& mode);
 
 /// Planner costs measured on the board (ergon record + ergon attribute): exact where the
 /// shape was measured, the board's fitted regression elsewhere. Costs measured in time only
@@ -53,8 +51,6 @@ class MeasuredCostModel final : public planner::CostModel {
   [[nodiscard]] planner::NodeCost page_out(uint64_t bytes) const override;
   [[nodiscard]] double idle_power_w() const override;
   [[nodiscard]] const costdb::MeasuredCosts& costs() const { return costs_; }
-  /// Whether energies come from the power model (the costs are times only).
-  [[nodiscard]] bool energy_from_power_model() const { return !costs_.has_energy() && power_; }
   /// The 1 sigma relative uncertainty of one pass's energy over `graph` (built on these
   /// costs): measured shapes' spreads add in quadrature, the fit's error adds linearly (every
   /// shape it serves shares it).

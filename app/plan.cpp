@@ -194,10 +194,11 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
         } else if (time_objective(args)) {
           source = "costs: " + where + "); times only (no power samples), and the objective is time";
           measured.emplace(std::move(*costs));
-        } else if (auto power = board_power_model(args.board, args.power_mode)) {
+        } else if (board) {  // the profile already in the power mode planned
+          const BoardPowerModel power{*board};
           source = "costs: " + where + "); times only (recorded without a power probe)\nenergy: measured times x " +
-                   power->origin();
-          measured.emplace(std::move(*costs), std::move(power));
+                   power.origin();
+          measured.emplace(std::move(*costs), power);
         } else {
           throw InputError("the costs of board '" + args.board + "' in " + args.db +
                            " are times only (recorded without a power probe) and ergon has no power model of it: "

@@ -14,6 +14,7 @@
 #include "app/record.h"
 #include "app/step_plans.h"
 #include "common/error.h"
+#include "common/stats.h"
 #include "costdb/plans.h"
 #include "devices/board_profile.h"
 #include "devices/power_control.h"
@@ -226,14 +227,8 @@ void store_validation(const ValidateRequest& args, const costdb::PlanRow& row, u
   std::vector<double> errors;
   for (const auto& st : o.step_times)
     if (st.measured_s && st.predicted_s > 0) errors.push_back(std::abs(*st.measured_s / st.predicted_s - 1));
-  std::sort(errors.begin(), errors.end());
-  auto quantile = [&](double q) {
-    return errors.empty() ? 0.0 : errors[static_cast<std::size_t>(std::ceil(q * static_cast<double>(errors.size()))) - 1];
-  };
-  o.step_error_median = errors.empty() ? 0.0
-                        : errors.size() % 2 == 1 ? errors[errors.size() / 2]
-                                                 : 0.5 * (errors[errors.size() / 2 - 1] + errors[errors.size() / 2]);
-  o.step_error_p95 = quantile(0.95);
+  o.step_error_median = median(errors);
+  o.step_error_p95 = quantile(errors, 0.95);
   if (o.plan_id == 0) o.plan_id = costdb::add_plan(db, row);
   costdb::ValidationRow v;
   v.plan_id = o.plan_id;

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/stats.h"
 #include "costdb/database_impl.h"
 
 namespace ergon::costdb {
@@ -56,12 +57,6 @@ std::optional<std::array<double, 3>> nnls3(std::span<const std::array<double, 3>
     }
   }
   return best;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

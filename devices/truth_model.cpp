@@ -76,8 +76,6 @@ double working_set_factor(const SimTruth& truth, uint64_t bytes) {
   return 1 + truth.spill_slowdown * r * r / (1 + r * r);
 }
 
-BoardProfile throttled(const BoardProfile& board) { return capped(board, board.sim_truth); }
-
 ProfileCost expected_compute_cost(const BoardProfile& board, uint64_t flops, uint64_t bytes) {
   return profile_compute_cost(spilled(board, board.sim_truth, bytes), flops, bytes);
 }

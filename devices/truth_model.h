@@ -85,9 +85,6 @@ class TruthModel {
 
 /// The memory-bound part's slowdown for an op touching `bytes` (1 without a cache).
 double working_set_factor(const SimTruth& truth, uint64_t bytes);
-/// The board with its clock capped as a throttled governor caps it (unchanged when its power
-/// mode is already at or below the cap).
-BoardProfile throttled(const BoardProfile& board);
 /// What one invocation of a compute op takes on average on the simulated board, warm and
 /// unthrottled: the published roofline with the working-set slowdown (the expectation the
 /// per-invocation jitter draws around). Paging and idle ops: the published figures, which are

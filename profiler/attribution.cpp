@@ -6,6 +6,8 @@
 #include <numeric>
 #include <utility>
 
+#include "common/stats.h"
+
 namespace ergon::profiler {
 
 double ClockFit::host_ns(uint64_t ticks) const {
@@ -121,13 +123,6 @@ ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz, double m
 }
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  const auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  return *mid;
-}
 
 /// Power as a piecewise-linear function of time through the samples, with its running
 /// integral, so any interval's energy costs two binary searches.
