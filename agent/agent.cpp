@@ -472,8 +472,9 @@ class Agent {
     return o;
   }
 
-  /// A schedule on real tensors: every step once, in order, the timed ones (all but frees)
-  /// matching the plan's entries one for one; then what the iteration computed.
+  /// A schedule on real tensors: one untimed iteration, then `start.loops` timed ones (at
+  /// least one), every step once per iteration, in order, the timed ones (all but frees)
+  /// matching the plan's entries one for one; then what the last iteration computed.
   template <class Stopped, class BeforeEntry>
   Outcome execute_schedule(Connection& link, const proto::Start& start, const std::vector<PlannedOp>& plan,
                            const Execution& execution, const Stopped& stopped, const BeforeEntry& before_entry) {
@@ -490,9 +491,11 @@ class Agent {
     const planner::ForwardGraph forward = planner::zoo_model(execution.model->model, execution.model->batch);
     const planner::TrainingGraph graph = runtime::structure_of(forward);
     runtime::TrainingIteration iteration(forward, graph, options_.scratch / "ergon-execute", execution.model->seed);
+    const uint32_t iterations = std::max<uint32_t>(1, start.loops);
     log(link, proto::LogLevel::kInfo,
         "executing " + forward.name + " at batch " + std::to_string(execution.model->batch) + ": " +
-            std::to_string(execution.steps.size()) + " steps on real tensors, after one untimed iteration");
+            std::to_string(execution.steps.size()) + " steps on real tensors, " + std::to_string(iterations) +
+            (iterations == 1 ? " iteration" : " iterations") + " timed after one untimed");
     Outcome o;
     // Training runs iteration after iteration: the first faults in every buffer it allocates
     // (gradients, outputs, scratch) and grows the heap, the ones after reuse them. One untimed
@@ -501,19 +504,23 @@ class Agent {
       if ((o.interrupted = stopped())) return o;
       iteration.run(st);
     }
-    iteration.next_iteration();
-    std::size_t next = 0;
-    for (const planner::Step& st : execution.steps) {
-      if ((o.interrupted = stopped())) return o;
-      if (st.kind == planner::StepKind::kFree) {
+    // One iteration timed once varies by more than a cost model's error on a machine whose
+    // caches, clock and disk are shared: the host compares the median of several.
+    for (uint32_t it = 0; it < iterations; ++it) {
+      iteration.next_iteration();
+      std::size_t next = 0;
+      for (const planner::Step& st : execution.steps) {
+        if ((o.interrupted = stopped())) return o;
+        if (st.kind == planner::StepKind::kFree) {
+          iteration.run(st);
+          continue;
+        }
+        // No warm-up of a single step: its effect (a recomputation, a page-out) cannot be run twice.
+        before_entry(next);
+        const int64_t begin = agent_clock().now_ns();
         iteration.run(st);
-        continue;
+        if (send_span(link, plan[next++], begin, agent_clock().now_ns(), 1)) ++o.spans;
       }
-      // No warm-up of a single step: its effect (a recomputation, a page-out) cannot be run twice.
-      before_entry(next);
-      const int64_t begin = agent_clock().now_ns();
-      iteration.run(st);
-      if (send_span(link, plan[next++], begin, agent_clock().now_ns(), 1)) ++o.spans;
     }
     const runtime::ExecutionResult r = iteration.finish();
     proto::ExecutionReport report{.run_tag = start.run_tag,

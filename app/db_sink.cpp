@@ -45,7 +45,7 @@ void DbSink::begin(const devices::BoardHello& hello, const devices::ProfilePlan&
   board.power_mode = hello.power_mode;
   board.mode_switch_ns = hello.mode_switch_ns;
   board.time_scale = hello.time_scale;
-  writer_.emplace(db_, board, source_, host_ns + wall_offset_ns_);
+  writer_.emplace(db_, board, source_, host_ns + wall_offset_ns_, plan_);
   for (const auto& op : plan.ops) writer_->add_op(op.op_id, op.shape, op.phase);
 }
 

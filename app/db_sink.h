@@ -12,7 +12,8 @@ namespace ergon::app {
 /// nothing of SQLite) and costdb (which knows nothing of links).
 class DbSink final : public devices::RecordSink {
  public:
-  DbSink(costdb::Database& db, std::string source) : db_(db), source_(std::move(source)) {}
+  DbSink(costdb::Database& db, std::string source, costdb::RunPlan plan = costdb::RunPlan::kProfile)
+      : db_(db), source_(std::move(source)), plan_(plan) {}
 
   void begin(const devices::BoardHello& hello, const devices::ProfilePlan& plan,
              int64_t host_ns) override;
@@ -33,6 +34,7 @@ class DbSink final : public devices::RecordSink {
  private:
   costdb::Database& db_;
   std::string source_;
+  costdb::RunPlan plan_;
   std::optional<costdb::RunWriter> writer_;
   int64_t wall_offset_ns_ = 0;  ///< host steady clock -> wall clock for people-facing times
   uint64_t committed_samples_ = 0;

@@ -3,14 +3,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 #include "app/board_costs.h"
 #include "app/quantities.h"
 #include "common/error.h"
 #include "costdb/cost_model.h"
+#include "costdb/costs.h"
 #include "costdb/database.h"
 #include "devices/board_profile.h"
 #include "planner/graph_json.h"
@@ -35,6 +38,38 @@ planner::Objective parse_objective(const std::string& text) {
   // is the iteration's makespan in seconds (time_objective_graph).
   if (text == "total" || text == "time") return planner::Objective::kTotal;
   throw InputError("objective '" + text + "' is unknown (known: total, poet, time)");
+}
+
+std::vector<std::string> fill_defaults(PlanArgs& args, const std::string& db_path) {
+  std::vector<std::string> chosen;
+  std::vector<costdb::MeasuredBoard> boards;
+  if (!db_path.empty() && std::filesystem::exists(db_path)) {
+    auto db = costdb::Database::open_read_only(db_path);
+    boards = costdb::measured_boards(db);
+  }
+  if (args.board.empty()) {
+    if (boards.size() > 1) {
+      std::vector<std::string> kinds;
+      for (const auto& b : boards) kinds.push_back(b.kind);
+      throw InputError(fmt::format("{} holds costs of boards {}: choose one with --board", db_path,
+                                   fmt::join(kinds, ", ")));
+    }
+    args.board = boards.empty() ? "pi4" : boards.front().kind;
+    if (!boards.empty()) chosen.push_back("board: " + args.board + " (the only board with costs in " + db_path + ")");
+  }
+  if (args.objective.empty()) {
+    const auto it = std::find_if(boards.begin(), boards.end(),
+                                 [&](const costdb::MeasuredBoard& b) { return b.kind == args.board; });
+    const bool times_only = it != boards.end() && !it->has_energy;
+    if (times_only && !devices::find_board(args.board)) {
+      args.objective = "time";
+      chosen.push_back("objective: time (" + args.board + "'s costs in " + db_path +
+                       " are times only, and ergon has no power model of it)");
+    } else {
+      args.objective = "total";
+    }
+  }
+  return chosen;
 }
 
 bool time_objective(const PlanArgs& args) { return args.objective == "time"; }

@@ -40,6 +40,14 @@ struct PlanArgs {
   std::string power_mode;
 };
 
+/// Fills what the user left empty from the cost database `db` (may be empty or missing):
+/// `board`: the only board kind with attributed costs in `db`, else pi4; `objective`: time
+/// where that board's costs are times only and it has no published profile to take its
+/// power from (a Linux host recorded without a power probe), else total. Returns one line per
+/// choice taken from `db`, for people. InputError when `db` holds several boards and none was
+/// named.
+std::vector<std::string> fill_defaults(PlanArgs& args, const std::string& db);
+
 /// "3000000", "2MiB", "1.5MB", "512KiB", or "50%" of `store_all_bytes`.
 /// Throws InputError naming the text when it is none of those.
 uint64_t parse_budget(const std::string& text, uint64_t store_all_bytes);

@@ -21,7 +21,11 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, const Reco
   std::vector<std::string> ports = request.ports;
   if (request.logger_port) ports.push_back(*request.logger_port);
   for (const auto& port : ports) {
-    sinks.push_back(std::make_unique<DbSink>(db, port));
+    const auto mode = request.options.mode;
+    sinks.push_back(std::make_unique<DbSink>(db, port,
+                                             mode == devices::protocol::StartMode::kExecute    ? costdb::RunPlan::kExecute
+                                             : mode == devices::protocol::StartMode::kSchedule ? costdb::RunPlan::kSchedule
+                                                                                               : costdb::RunPlan::kProfile));
     recorder.add(port, request.baud, request.options, *sinks.back());
   }
 

@@ -142,7 +142,7 @@ void require_phase_switch(const std::string& db_path, int64_t run_id, const devi
 /// Runs a schedule: on a board on a port; without one, on a simulated board behind a real
 /// pseudo-terminal or (to execute on real tensors) ergon-agent's code in this process.
 BoardOutcome run_schedule(const RunTarget& t, const planner::Schedule& schedule,
-                          const devices::ProfilePlan& plan_steps,
+                          const devices::ProfilePlan& plan_steps, int iterations = 1,
                           std::optional<devices::TruthLedger>* simulated_truth = nullptr) {
   const ValidateRequest& args = t.args;
   std::unique_ptr<devices::SimServer> sim;
@@ -150,6 +150,7 @@ BoardOutcome run_schedule(const RunTarget& t, const planner::Schedule& schedule,
   rec.db_path = args.db;
   rec.options.plan = plan_steps;
   rec.options.mode = devices::protocol::StartMode::kSchedule;
+  rec.options.loops = static_cast<uint16_t>(iterations);
   rec.options.expected_board = devices::find_board(t.board);
   if (t.backward_mode)  // where this schedule's backward phase begins
     rec.options.phase_modes = devices::RecordOptions::PhaseSwitch{*t.backward_mode, backward_phase_entry(t.graph, schedule)};
@@ -183,7 +184,8 @@ BoardOutcome run_schedule(const RunTarget& t, const planner::Schedule& schedule,
   auto outcomes = record_boards(rec, {}, interrupts);
   if (sim) {
     sim->stop();
-    if (simulated_truth && !sim->board().runs().empty()) *simulated_truth = sim->board().runs().back().truth;
+    if (simulated_truth && !sim->board().runs().empty())
+      *simulated_truth = sim->board().runs().back().truth.per_iteration(static_cast<uint32_t>(iterations));
   }
   if (outcomes.empty() || !outcomes[0].run_id)
     throw DeviceError("the board did not run the schedule: " +
@@ -213,17 +215,45 @@ void store_validation(const ValidateRequest& args, const costdb::PlanRow& row, u
                       ValidateOutcome& o) {
   auto db = costdb::Database::open(args.db);
   const AttributedRun attributed = attribute_run(db, o.run_id);
-  double energy_j = 0;
+  // Spans arrive in order, each plan entry once per iteration: an entry's k-th window is of
+  // iteration k.
+  const auto n = static_cast<std::size_t>(o.steps);
+  std::vector<std::vector<double>> step_s(n);  // per entry, per iteration it arrived in
+  std::vector<int> covered(n, 0);
+  struct Pass {
+    std::size_t steps = 0, covered = 0;
+    double time_s = 0, energy_j = 0;
+  };
+  std::vector<Pass> passes(static_cast<std::size_t>(o.iterations));
   for (const auto& w : attributed.attribution.windows) {
-    if (w.span.phase == profiler::Phase::kIdle) continue;
-    ++o.steps_timed;
-    o.measured_time_s += w.time_s;
-    if (w.span.op_id < o.step_times.size()) o.step_times[w.span.op_id].measured_s = w.time_s;
+    if (w.span.phase == profiler::Phase::kIdle || w.span.op_id >= n) continue;
+    const std::size_t k = step_s[w.span.op_id].size();
+    step_s[w.span.op_id].push_back(w.time_s);
+    if (k >= passes.size()) continue;
+    Pass& pass = passes[k];
+    ++pass.steps;
+    pass.time_s += w.time_s;
     if (!w.covered) continue;
-    ++o.steps_attributed;
-    energy_j += w.gross_energy_j;
+    ++covered[w.span.op_id];
+    ++pass.covered;
+    pass.energy_j += w.gross_energy_j;
   }
-  if (o.steps_attributed == o.steps && o.steps > 0) o.measured_energy_j = energy_j;
+  for (std::size_t e = 0; e < n; ++e) {
+    if (step_s[e].empty()) continue;
+    ++o.steps_timed;
+    o.step_times[e].measured_s = median(step_s[e]);
+    if (covered[e] == static_cast<int>(step_s[e].size())) ++o.steps_attributed;
+  }
+  bool energy_complete = true;
+  for (const Pass& pass : passes) {
+    if (pass.steps != n || n == 0) continue;
+    o.iteration_times_s.push_back(pass.time_s);
+    if (pass.covered == n) o.iteration_energies_j.push_back(pass.energy_j);
+    else energy_complete = false;
+  }
+  if (!o.iteration_times_s.empty()) o.measured_time_s = median(o.iteration_times_s);
+  else if (!passes.empty()) o.measured_time_s = passes.front().time_s;  // what arrived of an incomplete run
+  if (energy_complete && !o.iteration_energies_j.empty()) o.measured_energy_j = median(o.iteration_energies_j);
   std::vector<double> errors;
   for (const auto& st : o.step_times)
     if (st.measured_s && st.predicted_s > 0) errors.push_back(std::abs(*st.measured_s / st.predicted_s - 1));
@@ -285,9 +315,20 @@ ValidateOutcome validate(const ValidateRequest& args, const ValidateProgress& pr
   o.step_times = step_times(g, o.schedule);
   o.predicted_time_s = replay.compute_time_s + replay.paging_time_s;
   o.predicted_peak_bytes = replay.peak_bytes;
+  // Real kernels vary from one iteration to the next by more than a cost model's error (a
+  // shared machine's caches, clock and disk): several, compared by their median.
+  o.iterations = args.iterations.value_or(!args.port.empty() || args.execute ? 5 : 1);
+  if (o.iterations < 1 || o.iterations > 1000)
+    throw InputError("--iterations " + std::to_string(o.iterations) + ": between 1 and 1000");
+  if (target.backward_mode && o.iterations > 1) {
+    if (args.iterations)
+      throw InputError("a per-phase plan (" + row.power_mode + ") runs one iteration: the board switches modes "
+                       "once, where the backward phase begins; drop --iterations");
+    o.iterations = 1;
+  }
 
   phase(ValidatePhase::kRunning);
-  const BoardOutcome outcome = run_schedule(target, o.schedule, steps, &o.simulated_truth);
+  const BoardOutcome outcome = run_schedule(target, o.schedule, steps, o.iterations, &o.simulated_truth);
   require_board(args.db, *outcome.run_id, args.port, target.board);
   if (outcome.state != devices::SessionState::kCompleted) o.run_incomplete = outcome.error;
   o.run_id = *outcome.run_id;

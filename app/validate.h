@@ -24,6 +24,10 @@ struct ValidateRequest {
   /// schedule, and compare their gradients. Without `port`, ergon-agent's code runs in this
   /// process on a pseudo-terminal, with a simulated INA219.
   bool execute = false;
+  /// Timed iterations of the schedule, compared by their median (and its spread). None: 5
+  /// on a board on a port or with `execute` (real kernels, whose iterations vary), 1 on a
+  /// simulated board. A per-phase plan runs one (the board switches modes once).
+  std::optional<int> iterations;
 };
 
 /// What the board reported after executing a schedule on real tensors.
@@ -43,18 +47,27 @@ struct ValidateOutcome {
   std::string description;  ///< what was planned, for people
   int64_t plan_id = 0;
   int64_t run_id = 0;
-  int steps = 0;              ///< computes and transfers executed
-  int steps_timed = 0;        ///< whose spans arrived
-  int steps_attributed = 0;   ///< whose power samples arrived (their energy is known)
+  int steps = 0;              ///< computes and transfers executed per iteration
+  int steps_timed = 0;        ///< whose spans arrived (in at least one iteration)
+  int steps_attributed = 0;   ///< whose power samples arrived in every iteration timed
+  int iterations = 1;         ///< timed iterations the board ran
+  /// Each iteration whose every step's span arrived: its time (and gross energy, where
+  /// every step's samples arrived), in the order run.
+  std::vector<double> iteration_times_s;
+  std::vector<double> iteration_energies_j;
   /// The steps' costs in the planner's graph, executed in order; none when the plan's
   /// objective is time (its graph carries no energy).
   std::optional<double> predicted_energy_j;
-  /// The attributed gross energy of the steps; none unless every step's samples arrived (a
-  /// board without a power probe has none at all).
+  /// The attributed gross energy of the steps, the median over the iterations; none unless
+  /// every step's samples arrived in every complete iteration (a board without a power probe
+  /// has none at all).
   std::optional<double> measured_energy_j;
   double predicted_time_s = 0;
-  double measured_time_s = 0;  ///< the timed steps' durations, summed
-  /// Each step (plan entry) in order: its predicted time and, when its span arrived, measured.
+  /// The median of iteration_times_s; with no complete iteration, the first iteration's
+  /// steps that arrived, summed.
+  double measured_time_s = 0;
+  /// Each step (plan entry) in order: its predicted time and, when its span arrived, measured
+  /// (the median over the iterations it arrived in).
   struct StepTime {
     double predicted_s = 0;
     std::optional<double> measured_s;

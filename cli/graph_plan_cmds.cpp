@@ -41,7 +41,10 @@ void add_plan_commands(CLI::App& app, Commands& commands) {
   static PlanOutput plan_output;
   plan_cmd->add_flag("--json", plan_output.json, "print the result as JSON");
   plan_cmd->add_option("--out", plan_output.out, "write the encoded schedule (what a board receives)");
-  commands.add(plan_cmd, [] { return run_plan(plan, plan_output, std::cout); });
+  commands.add(plan_cmd, [] {
+    for (const std::string& line : app::fill_defaults(plan, plan.db)) std::cerr << line << "\n";
+    return run_plan(plan, plan_output, std::cout);
+  });
 
   auto* graph_cmd = app.add_subcommand("graph", "training graphs");
   graph_cmd->require_subcommand(1);
@@ -51,6 +54,7 @@ void add_plan_commands(CLI::App& app, Commands& commands) {
   add_graph_options(graph_export);
   graph_export->add_option("--out", graph_out, "output file (- for stdout)")->required();
   commands.add(graph_export, [] {
+    for (const std::string& line : app::fill_defaults(plan, plan.db)) std::cerr << line << "\n";
     if (app::split_phases(plan.power_mode))
       throw InputError("a graph file carries one power mode's costs; export each mode (--power-mode MODE)");
     const auto graph = app::load_graph(plan);

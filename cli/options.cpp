@@ -42,8 +42,10 @@ void add_graph_source(CLI::App& cmd, app::PlanArgs& args, bool graph_file) {
 }
 
 void add_board_and_mode(CLI::App& cmd, app::PlanArgs& args, const std::string& power_mode_help) {
-  cmd.add_option("--board", args.board, "board whose costs to use: " + devices::board_names())
-      ->capture_default_str();
+  args.board.clear();  // the command fills it (app::fill_defaults)
+  cmd.add_option("--board", args.board,
+                 "board whose costs to use: " + devices::board_names() +
+                     " (default: the only board with costs in --db, else pi4)");
   cmd.add_option("--power-mode", args.power_mode, power_mode_help);
 }
 
@@ -69,12 +71,13 @@ void add_solver(CLI::App& cmd, app::PlanArgs& args, bool planner) {
                    "store-all, chen (sqrt(n) checkpoints), capuchin (swap/recompute heuristic), "
                    "rotor (chain DP, recompute only), pofo (rotor with paging)")
         ->capture_default_str();
+  args.objective.clear();  // the command fills it (app::fill_defaults)
   cmd.add_option("--objective", args.objective,
                  "total: transfers overlap compute and stall beyond the storage bandwidth, idle "
                  "power over the makespan, fixed bytes in the budget; poet: POET's MILP (ICML "
                  "2022) as published; time: the least iteration time under total's model, energy "
-                 "not planned (for costs measured without a power probe)")
-      ->capture_default_str();
+                 "not planned (default: total, or time for a board whose costs in --db are times "
+                 "only and that has no published power profile)");
   cmd.add_option("--time-limit", args.time_limit_s, "solver time limit, seconds")
       ->capture_default_str()
       ->check(number_at_least(false));

@@ -49,7 +49,11 @@ void add_pareto_command(CLI::App& app, Commands& commands) {
     c->add_option("--csv", pareto_output.csv, "write every point as CSV");
     c->add_option("--json", pareto_output.json, "write every point as JSON");
   }
-  commands.add(pareto_cmd, [] { return run_pareto(pareto, pareto_output, std::cout); });
+  commands.add(pareto_cmd, [] {
+    for (const std::string& line : app::fill_defaults(pareto.plan, pareto.measured ? pareto.db : ""))
+      std::cerr << line << "\n";
+    return run_pareto(pareto, pareto_output, std::cout);
+  });
 }
 
 }  // namespace ergon::cli

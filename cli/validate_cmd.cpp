@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -28,6 +29,9 @@ int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out)
     j["costs"] = o.cost_source;
     auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     j["steps"] = o.steps;
+    j["iterations"] = o.iterations;
+    j["iteration_times_s"] = o.iteration_times_s;
+    j["iteration_energies_j"] = o.iteration_energies_j;
     j["steps_timed"] = o.steps_timed;
     j["steps_attributed"] = o.steps_attributed;
     j["predicted"] = {{"energy_j", opt(o.predicted_energy_j)}, {"time_s", o.predicted_time_s}};
@@ -80,6 +84,15 @@ int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out)
   out << fmt::format("  time    {:>10.6g} s {:>10.6g} s  {:>+6.2f} %   (per step: |error| median {:.1f} %, p95 {:.1f} %)\n",
                      o.predicted_time_s, o.measured_time_s, pct(o.measured_time_s, o.predicted_time_s),
                      100 * o.step_error_median, 100 * o.step_error_p95);
+  if (o.iterations > 1) {
+    const auto [lo, hi] = std::minmax_element(o.iteration_times_s.begin(), o.iteration_times_s.end());
+    if (o.iteration_times_s.empty())
+      out << fmt::format("  measured: the first of {} iterations, incomplete\n", o.iterations);
+    else
+      out << fmt::format("  measured: the median of {} of {} iterations, from {:.6g} s to {:.6g} s ({:+.2f} % to {:+.2f} %)\n",
+                         o.iteration_times_s.size(), o.iterations, *lo, *hi, pct(*lo, o.predicted_time_s),
+                         pct(*hi, o.predicted_time_s));
+  }
   out << fmt::format("  {} of {} steps timed, {} with energy; plan {} and run {} stored with the validation in {}\n",
                      o.steps_timed, o.steps, o.steps_attributed, o.plan_id, o.run_id, args.db);
   if (o.simulated_truth)

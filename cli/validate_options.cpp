@@ -33,9 +33,18 @@ void add_validate_command(CLI::App& app, Commands& commands) {
     c->add_flag("--execute", validate_args.execute,
                 "run the schedule on real tensors of the zoo model (ergon-agent; without --port, "
                 "in this process), then store-all, and check the gradients are identical");
+    c->add_option("--iterations", validate_args.iterations,
+                  "timed iterations, compared by their median (default: 5 on a board or with --execute, "
+                  "1 on the simulated board; a per-phase plan runs 1)")
+        ->check(CLI::Range(1, 1000));
     c->add_flag("--json", validate_json, "print the result as JSON");
   }
-  commands.add(validate_cmd, [] { return run_validate(validate_args, validate_json, std::cout); });
+  commands.add(validate_cmd, [] {
+    if (!validate_args.plan_id)
+      for (const std::string& line : app::fill_defaults(validate_args.plan, validate_args.db))
+        std::cerr << line << "\n";
+    return run_validate(validate_args, validate_json, std::cout);
+  });
 }
 
 }  // namespace ergon::cli

@@ -135,9 +135,13 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   if (!modes.empty()) m.power_mode_ = *modes.begin();
   for (const OpCostRow& r : rows) {
     if (r.op_kind.empty() || r.op_kind == "idle" || r.time_s <= 0) continue;
+    // A validation's schedule steps measure the schedule, not the shape: planning on them
+    // would compare predictions with their own measurements.
+    if (r.run_plan && *r.run_plan != RunPlan::kProfile) continue;
     // Windows of a profile plan span >= 50 samples; shorter ones (a schedule's steps, run
     // once each) are too noisy to stand for their shape. Without samples (a time cost only),
-    // a profile plan's several windows per shape tell it from a schedule's single step.
+    // a profile plan's several windows per shape tell it from a schedule's single step (runs
+    // recorded before schema version 9 do not say what they ran).
     if (r.gross_energy_j ? r.sample_count < kMinSamplesPerShape : !r.time_s_stddev) continue;
     if (runs.insert(r.run_id).second) {
       const auto a = find_attribution(db, r.run_id);
@@ -314,6 +318,7 @@ int rebuild_paging_costs(Database& database, const std::string& board_kind) {
   std::map<std::tuple<std::string, int, uint64_t>, Sum> sums;
   for (const OpCostRow& r : list_op_costs(database, board_kind, std::nullopt)) {
     if (r.op_kind != "paging" || r.time_s <= 0) continue;
+    if (r.run_plan && *r.run_plan != RunPlan::kProfile) continue;  // a validation's steps
     if (!r.gross_energy_j || r.sample_count < MeasuredCosts::kMinSamplesPerShape) continue;
     Sum& s = sums[{r.power_mode, static_cast<int>(r.phase), r.bytes_in}];
     s.time_s += r.time_s;

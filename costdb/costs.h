@@ -42,6 +42,7 @@ struct OpCostRow {
   std::string board_kind;
   std::string board_name;
   std::string power_mode;  ///< the run's; empty when the board did not say
+  std::optional<RunPlan> run_plan;  ///< the run's; none before schema version 9
   std::string op_kind;  ///< conv2d, linear, ... (empty when the op is not declared)
   std::string dims;
   uint64_t flops = 0;
@@ -78,6 +79,15 @@ std::optional<RunAttributionRow> find_attribution(Database& db, int64_t run_id);
 
 /// The power modes a board kind's attributed costs were measured in (empty names left out).
 std::vector<std::string> measured_power_modes(Database& db, const std::string& board_kind);
+
+/// A board kind with attributed costs, and whether any of them carries energy (none: it was
+/// recorded without a power probe).
+struct MeasuredBoard {
+  std::string kind;
+  bool has_energy = false;
+};
+/// Every board kind with attributed costs, by kind.
+std::vector<MeasuredBoard> measured_boards(Database& db);
 
 /// The longest a board kind took to switch into any of its modes, as measured when the host
 /// switched them (ergon sweep, ergon record --power-mode); nullopt when never measured.

@@ -131,6 +131,12 @@ std::optional<RunStatus> run_status_from_string(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<RunPlan> run_plan_from_string(std::string_view text) {
+  for (RunPlan plan : {RunPlan::kProfile, RunPlan::kSchedule, RunPlan::kExecute})
+    if (to_string(plan) == text) return plan;
+  return std::nullopt;
+}
+
 }  // namespace detail
 
 Database::Impl::~Impl() {
@@ -195,6 +201,15 @@ std::string_view to_string(RunStatus status) {
     case RunStatus::kFailed: return "failed";
   }
   return "failed";
+}
+
+std::string_view to_string(RunPlan plan) {
+  switch (plan) {
+    case RunPlan::kProfile: return "profile";
+    case RunPlan::kSchedule: return "schedule";
+    case RunPlan::kExecute: return "execute";
+  }
+  return "profile";
 }
 
 }  // namespace ergon::costdb

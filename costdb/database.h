@@ -17,7 +17,7 @@ namespace ergon::costdb {
 
 /// Schema version this build writes (PRAGMA user_version). Migrations in schema.cpp bring
 /// older files up to it; a newer file is refused with DatabaseError.
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 
 /// An open SQLite cost database (WAL, one writer). Not thread-safe: use it from one thread.
 /// Writes go into a batch (one transaction) that commit_batch() makes durable; a process
@@ -88,13 +88,20 @@ struct LinkCounters {
 enum class RunStatus { kRecording, kCompleted, kStopped, kDisconnected, kFailed };
 std::string_view to_string(RunStatus status);
 
+/// What a run ran: a profile plan, whose windows of repetitions are op costs to plan on; or a
+/// schedule's steps one by one (ergon validate), timed or executed on real tensors, whose
+/// windows measure a schedule and are no costs to plan on (planning on them would validate
+/// predictions with their own measurements).
+enum class RunPlan { kProfile, kSchedule, kExecute };
+std::string_view to_string(RunPlan plan);
+
 /// Records one run: the board, its rails (as probes), the op shapes of its plan, and the raw
 /// spans, samples, sync points and events as they arrive. Inserts use prepared statements and
 /// go into the database's current batch.
 class RunWriter {
  public:
   RunWriter(Database& db, const BoardInfo& board, std::string_view source,
-            int64_t started_at_ns);
+            int64_t started_at_ns, RunPlan plan = RunPlan::kProfile);
   RunWriter(RunWriter&&) noexcept;
   ~RunWriter();
 
@@ -131,6 +138,7 @@ struct RunSummary {
   /// The power logger's run that measured this board (its samples are on the logger's clock).
   std::optional<int64_t> power_run_id;
   std::string power_mode;  ///< empty when the board did not say
+  std::optional<RunPlan> plan;  ///< none for runs recorded before schema version 9
 };
 
 std::vector<RunSummary> list_runs(Database& db);

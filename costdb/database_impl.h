@@ -38,6 +38,7 @@ struct Database::Impl {
 namespace detail {
 
 std::optional<RunStatus> run_status_from_string(std::string_view text);
+std::optional<RunPlan> run_plan_from_string(std::string_view text);
 
 /// Throws DatabaseError for a failed SQLite call: the busy message for BUSY/LOCKED, otherwise
 /// "database <path>: <doing>: <sqlite's message>".

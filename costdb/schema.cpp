@@ -303,6 +303,12 @@ ALTER TABLE op_costs_v8 RENAME TO op_costs;
 ALTER TABLE runs ADD COLUMN device_time_scale REAL NOT NULL DEFAULT 1 CHECK (device_time_scale >= 0);
 )sql";
 
+// v9: a run says what it ran, so that a validation's schedule steps (several iterations of
+// them, each step a window) are never taken for a profile's op costs. NULL: recorded before.
+constexpr const char* kSchemaV9 = R"sql(
+ALTER TABLE runs ADD COLUMN plan TEXT CHECK (plan IN ('profile', 'schedule', 'execute'));
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
     Migration{2, kSchemaV2},
@@ -312,6 +318,7 @@ constexpr std::array kMigrations{
     Migration{6, kSchemaV6},
     Migration{7, kSchemaV7},
     Migration{8, kSchemaV8},
+    Migration{9, kSchemaV9},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");

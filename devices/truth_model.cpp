@@ -197,6 +197,25 @@ void TruthLedger::add(const OpRun& run) {
   throttled_s += run.throttled ? s : 0;
 }
 
+TruthLedger TruthLedger::per_iteration(uint32_t iterations) const {
+  if (iterations <= 1) return *this;
+  const double k = 1.0 / iterations;
+  auto scaled = [k](TruthEffects e) {
+    for (double* v : {&e.working_set, &e.throttling, &e.jitter, &e.storage, &e.cold_start, &e.power}) *v *= k;
+    return e;
+  };
+  TruthLedger out = *this;
+  out.spans = spans / iterations;
+  out.profile_time_s *= k;
+  out.time_s *= k;
+  out.profile_energy_j *= k;
+  out.energy_j *= k;
+  out.time_by = scaled(time_by);
+  out.energy_by = scaled(energy_by);
+  out.throttled_s *= k;
+  return out;
+}
+
 ErrorBreakdown break_down_error(const TruthLedger& truth, Quantity quantity, double predicted, double measured) {
   ErrorBreakdown b;
   if (predicted <= 0) return b;

@@ -106,6 +106,9 @@ struct TruthLedger {
   double throttled_s = 0;  ///< time spent throttled in these spans
 
   void add(const OpRun& run);
+  /// The mean of `iterations` passes over the same steps: every sum divided by it (the peak
+  /// temperature stays the run's). Unchanged for 0 or 1.
+  [[nodiscard]] TruthLedger per_iteration(uint32_t iterations) const;
 };
 
 /// Predicted against measured, taken apart: measured - predicted = (profile - predicted) [the

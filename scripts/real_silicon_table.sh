@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Predicted against measured time on this machine's real kernels (docs/accuracy.md, "Real
 # silicon"): for each model, ergon-agent --probe none on a pty, ergon record --model M (its own
-# layer shapes), ergon attribute, then ergon validate --execute at each budget with the
-# objective time. Prints one Markdown row per model and budget: predicted and measured
-# iteration time, the iteration's error, and the median and p95 of |error| per step.
+# layer shapes, the plan passed ERGON_PROFILE_LOOPS times, default 3), ergon attribute, then
+# ergon validate --execute at each budget (the objective time: the host's costs are times only),
+# timing ERGON_ITERATIONS iterations (default 5). Prints one Markdown row per model and budget:
+# predicted and measured iteration time (the median iteration), its error, the range of the
+# iterations' errors, and the median and p95 of |error| per step (each step's median time).
 #   scripts/real_silicon_table.sh [MODEL ...]   (default: mlp resnet18-cifar mobilenetv2-cifar bert-tiny)
 #   ERGON_BUDGETS="100% 75% 50%"   budgets to validate
 # Needs build/ (cmake --build --preset default). Time it on a quiet machine: every figure is a
@@ -17,6 +19,8 @@ command -v python3 >/dev/null || { echo "real_silicon_table: python3 is missing"
 models=("$@")
 ((${#models[@]} > 0)) || models=(mlp resnet18-cifar mobilenetv2-cifar bert-tiny)
 read -r -a budgets <<<"${ERGON_BUDGETS:-100% 75% 50%}"
+loops=${ERGON_PROFILE_LOOPS:-3}
+iterations=${ERGON_ITERATIONS:-5}
 
 work=$(mktemp -d)
 agent_pid=
@@ -34,17 +38,17 @@ done
 pty=$(head -n 1 "$work/agent.out")
 [[ -n $pty ]] || { cat "$work/agent.err" >&2; exit 1; }
 
-echo "| model | budget | steps | predicted | measured | iteration error | per-step \|error\| median | p95 |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| model | budget | steps | predicted | measured (median) | iteration error | iterations' errors | per-step \|error\| median | p95 |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for model in "${models[@]}"; do
   db=$work/$model.db
-  "$ergon" record --port "$pty" --model "$model" --db "$db" >"$work/record.log" 2>&1 ||
+  "$ergon" record --port "$pty" --model "$model" --loops "$loops" --db "$db" >"$work/record.log" 2>&1 ||
     { tail -n 3 "$work/record.log" >&2; exit 1; }
   "$ergon" attribute --db "$db" >/dev/null
   for budget in "${budgets[@]}"; do
-    if ! "$ergon" validate --model "$model" --board host --db "$db" --objective time --budget "$budget" \
-        --gap 0.01 --execute --port "$pty" --json >"$work/v.json" 2>"$work/v.err"; then
-      echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - |"
+    if ! "$ergon" validate --model "$model" --db "$db" --budget "$budget" --gap 0.01 --execute --port "$pty" \
+        --iterations "$iterations" --json >"$work/v.json" 2>"$work/v.err"; then
+      echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - |"
       continue
     fi
     python3 - "$model" "$budget" "$work/v.json" <<'EOF'
@@ -53,8 +57,10 @@ model, budget, path = sys.argv[1:4]
 v = json.load(open(path))
 p, m = v["predicted"]["time_s"], v["measured"]["time_s"]
 s = v["step_time_error"]
+its = v["iteration_times_s"]
+spread = f"{100 * (min(its) / p - 1):+.1f} to {100 * (max(its) / p - 1):+.1f} %" if its else "-"
 print(f"| {model} | {budget} | {v['steps']} | {p * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (m / p - 1):+.1f} % "
-      f"| {s['median_pct']:.1f} % | {s['p95_pct']:.1f} % |")
+      f"| {spread} | {s['median_pct']:.1f} % | {s['p95_pct']:.1f} % |")
 EOF
   done
 done

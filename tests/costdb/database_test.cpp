@@ -245,7 +245,7 @@ TEST_F(DatabaseTest, AVersion7FileKeepsItsCostsAndStoresTimeOnlyCostsAfterMigrat
            "gross_energy_j REAL NOT NULL, net_energy_j REAL NOT NULL, energy_j_stddev REAL, "
            "sample_count INTEGER NOT NULL, PRIMARY KEY (run_id, op_id, phase)) STRICT;"
            "INSERT INTO old_costs SELECT * FROM op_costs; DROP TABLE op_costs;"
-           "ALTER TABLE old_costs RENAME TO op_costs; ALTER TABLE runs DROP COLUMN device_time_scale; "
+           "ALTER TABLE old_costs RENAME TO op_costs; ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; "
            "PRAGMA user_version = 7; COMMIT;");
   Database db = Database::open(db_path());
   EXPECT_EQ(db.schema_version(), kSchemaVersion);
@@ -253,6 +253,7 @@ TEST_F(DatabaseTest, AVersion7FileKeepsItsCostsAndStoresTimeOnlyCostsAfterMigrat
   ASSERT_EQ(rows.size(), 1U);
   EXPECT_EQ(rows[0].gross_energy_j, 2.0);
   EXPECT_EQ(rows[0].net_energy_j, 1.0);
+  EXPECT_FALSE(rows[0].run_plan.has_value()) << "a run from before version 9 does not say what it ran";
   // A cost without energy is stored as such, and read back without one (never as 0 J).
   OpCostRow timed{.run_id = rows[0].run_id, .op_id = 1, .time_s = 0.25};
   replace_attribution(db, rows[0].run_id, {}, std::span(&timed, 1));
@@ -308,7 +309,7 @@ TEST_F(DatabaseTest, AVersion4FileKeepsItsOpsAndStoresEveryOpKindAfterMigrating)
            "UNIQUE (kind, dims, flops, bytes_in, bytes_out)) STRICT;"
            "INSERT INTO old_shapes SELECT * FROM op_shapes; DROP TABLE op_shapes;"
            "ALTER TABLE old_shapes RENAME TO op_shapes; ALTER TABLE plans DROP COLUMN power_mode; "
-           "ALTER TABLE plans DROP COLUMN cost_source; ALTER TABLE runs DROP COLUMN device_time_scale; "
+           "ALTER TABLE plans DROP COLUMN cost_source; ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; "
            "PRAGMA user_version = 4; COMMIT;");
   ASSERT_NE(raw_exec(db_path(), "INSERT INTO op_shapes (kind, dims, flops, bytes_in, bytes_out) "
                                 "VALUES ('gelu', '8', 1, 1, 1)"),

@@ -162,11 +162,14 @@ TEST(AgentExecution, AResNet18ScheduleExecutedByTheAgentGivesTheStoreAllGradient
   EXPECT_EQ(o.executed->loss, o.reference->loss);
   EXPECT_EQ(o.executed->gradient_digest, o.reference->gradient_digest);
   EXPECT_TRUE(o.gradients_match());
-  // Every timed step arrived as a span of its own; nearly all are attributed (a step of a few
-  // microseconds may fall between two of the simulated INA219's samples).
+  // Every timed step of each of the five iterations arrived as a span of its own; nearly all
+  // are attributed (a step of a few microseconds may fall between two of the simulated
+  // INA219's samples).
+  EXPECT_EQ(o.iterations, 5);
+  EXPECT_EQ(o.iteration_times_s.size(), 5U);
   EXPECT_GE(o.steps_attributed, o.steps * 9 / 10);
   auto db = costdb::Database::open_read_only(args.db);
-  EXPECT_EQ(costdb::find_run(db, o.run_id)->spans, static_cast<uint64_t>(o.steps));
+  EXPECT_EQ(costdb::find_run(db, o.run_id)->spans, 5 * static_cast<uint64_t>(o.steps));
   fs::remove_all(dir);
 }
 

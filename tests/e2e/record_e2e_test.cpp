@@ -417,6 +417,7 @@ TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMissesItsPredictionByWhatT
   held->start();
   app::ValidateRequest args = mlp_at_half_memory();
   args.port = held->link_name();
+  args.iterations = 1;  // the run's truth is then the iteration's
   const app::ValidateOutcome o = app::validate(args);
   held->stop();
   ASSERT_EQ(held->board().runs().size(), 1U);
@@ -467,11 +468,22 @@ TEST_F(RecordEndToEnd, AScheduleRunOnTheSimulatedBoardMissesItsPredictionByWhatT
   app::ValidateRequest again;
   again.db = db_path().string();
   again.plan_id = o.plan_id;
+  again.iterations = 3;
   const app::ValidateOutcome o2 = app::validate(again);
   EXPECT_EQ(o2.plan_id, o.plan_id);
   EXPECT_NE(o2.run_id, o.run_id);
   EXPECT_EQ(o2.steps, o.steps);
   EXPECT_EQ(o2.predicted_energy_j, o.predicted_energy_j);
+  // Three iterations: each timed in full, the median compared, the truth one iteration's mean.
+  ASSERT_EQ(o2.iteration_times_s.size(), 3U);
+  ASSERT_EQ(o2.iteration_energies_j.size(), 3U);
+  std::vector<double> times = o2.iteration_times_s;
+  std::sort(times.begin(), times.end());
+  EXPECT_DOUBLE_EQ(o2.measured_time_s, times[1]);
+  EXPECT_LT(times[2] / times[0] - 1, 0.05) << "simulated iterations differ by jitter and storage latency only";
+  ASSERT_TRUE(o2.simulated_truth);
+  EXPECT_EQ(o2.simulated_truth->spans, static_cast<uint32_t>(o2.steps));
+  EXPECT_NEAR(o2.measured_time_s, o2.simulated_truth->time_s, 0.01 * o2.simulated_truth->time_s);
   auto db = costdb::Database::open_read_only(db_path());
   EXPECT_EQ(costdb::list_plans(db).size(), 1U);
   app::ValidateRequest missing = again;

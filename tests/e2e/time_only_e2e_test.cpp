@@ -2,6 +2,7 @@
 // machine, a Linux host), recorded over a real pty, attributed, planned and validated on real
 // kernels. Energy stays unknown all the way: never 0, never guessed.
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -102,6 +103,35 @@ TEST_F(TimeOnlyProfiling, ABoardWithAProfileTakesItsEnergyFromThePublishedPowerA
   EXPECT_GE(o.sim->total_energy_j, devices::find_board("pi4")->idle_w * o.sim->makespan_s * 0.999);
 }
 
+TEST_F(TimeOnlyProfiling, ADatabaseOfOneHostsTimesDefaultsTheBoardToItAndTheObjectiveToTime) {
+  app::PlanArgs none;
+  none.board.clear();
+  none.objective.clear();
+  app::PlanArgs args = none;
+  EXPECT_TRUE(app::fill_defaults(args, db_path().string()).empty()) << "no database yet";
+  EXPECT_EQ(args.board, "pi4");
+  EXPECT_EQ(args.objective, "total");
+  record_without_probe("");
+  args = none;
+  const auto chosen = app::fill_defaults(args, db_path().string());
+  EXPECT_EQ(args.board, "host");
+  EXPECT_EQ(args.objective, "time") << "a host without a power probe has no energy to plan";
+  ASSERT_EQ(chosen.size(), 2U);
+  EXPECT_NE(chosen[1].find("times only"), std::string::npos) << chosen[1];
+  args = none;
+  args.board = "pi4";  // named: its published profile, energy planned
+  app::fill_defaults(args, db_path().string());
+  EXPECT_EQ(args.objective, "total");
+  record_without_probe("pi4");
+  args = none;
+  try {
+    app::fill_defaults(args, db_path().string());
+    ADD_FAILURE() << "two boards in the database: which one must be asked";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("host, pi4"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(TimeOnlyProfiling, ValidatingOnRealKernelsComparesTimePerStepAndLeavesEnergyUncompared) {
   record_without_probe("");
   agent::AgentOptions options;
@@ -129,6 +159,22 @@ TEST_F(TimeOnlyProfiling, ValidatingOnRealKernelsComparesTimePerStepAndLeavesEne
   }
   EXPECT_GT(o.measured_time_s, 0);
   EXPECT_GE(o.step_error_p95, o.step_error_median);
+  // Real kernels vary from one iteration to the next: five by default on a port, and the
+  // measured time is their median.
+  EXPECT_EQ(o.iterations, 5);
+  ASSERT_EQ(o.iteration_times_s.size(), 5U);
+  std::vector<double> sorted = o.iteration_times_s;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_DOUBLE_EQ(o.measured_time_s, sorted[2]);
+  // The validation's steps (five windows each) are not costs to plan on: planning again
+  // finds the profile's costs alone, or it would predict with its own measurements.
+  app::PlanArgs again = plan_args("host");
+  again.objective = "time";
+  std::string source;
+  (void)app::load_graph(again, &source);
+  EXPECT_NE(source.find("from 1 run(s)"), std::string::npos) << source;
+  auto db = costdb::Database::open_read_only(db_path());
+  EXPECT_EQ(costdb::find_run(db, o.run_id)->plan, costdb::RunPlan::kExecute);
 }
 
 TEST_F(TimeOnlyProfiling, ValidatingAPlanForOneBoardOnAnotherKindIsRefusedNamingIt) {
