@@ -102,6 +102,7 @@ costdb::PlanRow new_plan(const ValidateRequest& args, ValidateOutcome& o) {
 std::vector<ValidateOutcome::StepTime> step_times(const planner::TrainingGraph& g, const planner::Schedule& schedule) {
   const uint32_t late_from = backward_phase_entry(g, schedule);
   std::vector<ValidateOutcome::StepTime> out;
+  std::vector<char> computed(static_cast<std::size_t>(g.size()), 0);
   for (const planner::Step& st : schedule.steps) {
     if (st.kind == planner::StepKind::kFree) continue;
     const auto& node = g.nodes[static_cast<std::size_t>(st.node)];
@@ -109,7 +110,9 @@ std::vector<ValidateOutcome::StepTime> step_times(const planner::TrainingGraph& 
     const double s = st.kind == planner::StepKind::kCompute  ? g.compute_cost(st.node, late).time_s
                      : st.kind == planner::StepKind::kPageIn ? node.pagein_time_s
                                                              : node.pageout_time_s;
-    out.push_back({s, std::nullopt});
+    const bool again = st.kind == planner::StepKind::kCompute && computed[static_cast<std::size_t>(st.node)] != 0;
+    if (st.kind == planner::StepKind::kCompute) computed[static_cast<std::size_t>(st.node)] = 1;
+    out.push_back({.kind = st.kind, .node = node.name, .recompute = again, .predicted_s = s, .measured_s = std::nullopt});
   }
   return out;
 }

@@ -69,6 +69,9 @@ struct ValidateOutcome {
   /// Each step (plan entry) in order: its predicted time and, when its span arrived, measured
   /// (the median over the iterations it arrived in).
   struct StepTime {
+    planner::StepKind kind = planner::StepKind::kCompute;
+    std::string node;  ///< the training graph node's name
+    bool recompute = false;  ///< a compute of a node already computed this iteration
     double predicted_s = 0;
     std::optional<double> measured_s;
   };

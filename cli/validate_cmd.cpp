@@ -43,7 +43,10 @@ int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out)
     j["step_time_error"] = {{"median_pct", 100 * o.step_error_median}, {"p95_pct", 100 * o.step_error_p95}};
     j["step_times"] = nlohmann::json::array();
     for (const auto& st : o.step_times)
-      j["step_times"].push_back({{"predicted_s", st.predicted_s}, {"measured_s", opt(st.measured_s)}});
+      j["step_times"].push_back({{"kind", st.recompute ? std::string("recompute") : planner::to_string(st.kind)},
+                                 {"node", st.node},
+                                 {"predicted_s", st.predicted_s},
+                                 {"measured_s", opt(st.measured_s)}});
     if (o.executed) {
       auto iteration = [](const app::ExecutedIteration& e) {
         return nlohmann::json{{"loss", e.loss},

@@ -63,4 +63,30 @@ print(f"| {model} | {budget} | {v['steps']} | {p * 1e3:.2f} ms | {m * 1e3:.2f} m
       f"| {spread} | {s['median_pct']:.1f} % | {s['p95_pct']:.1f} % |")
 EOF
   done
+  # The profile again, after the validations: how far the machine's own speed moved while
+  # they ran (each op's time in the second profile against the first, and the sum over the
+  # ops). A validation cannot be closer than this.
+  "$ergon" record --port "$pty" --model "$model" --loops "$loops" --db "$db.again" >"$work/record.log" 2>&1 ||
+    { tail -n 3 "$work/record.log" >&2; exit 1; }
+  "$ergon" attribute --db "$db.again" >/dev/null
+  "$ergon" costs --db "$db" --json >"$work/c1.json"
+  "$ergon" costs --db "$db.again" --json >"$work/c2.json"
+  python3 - "$model" "$work/c1.json" "$work/c2.json" >>"$work/repeat.md" <<'EOF'
+import json, statistics, sys
+model, a, b = sys.argv[1:4]
+key = lambda c: (c["op_id"], c["phase"])
+first = {key(c): c["time_s"] for c in json.load(open(a)) if c["kind"] != "idle"}
+again = {key(c): c["time_s"] for c in json.load(open(b)) if c["kind"] != "idle"}
+both = [k for k in first if k in again and first[k] > 0]
+ratios = [again[k] / first[k] - 1 for k in both]
+total = sum(again[k] for k in both) / sum(first[k] for k in both) - 1
+print(f"| {model} | {len(both)} | {100 * total:+.1f} % | {100 * statistics.median(abs(r) for r in ratios):.1f} % "
+      f"| {100 * min(ratios):+.1f} % | {100 * max(ratios):+.1f} % |")
+EOF
 done
+echo
+echo "The profile recorded again after the validations, against the first (the machine's own drift):"
+echo
+echo "| model | op shapes | sum of op times | per-op \|change\| median | least | most |"
+echo "|---|---|---|---|---|---|"
+cat "$work/repeat.md"
