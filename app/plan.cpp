@@ -44,8 +44,12 @@ std::vector<std::string> fill_defaults(PlanArgs& args, const std::string& db_pat
   std::vector<std::string> chosen;
   std::vector<costdb::MeasuredBoard> boards;
   if (!db_path.empty() && std::filesystem::exists(db_path)) {
-    auto db = costdb::Database::open_read_only(db_path);
-    boards = costdb::measured_boards(db);
+    try {
+      auto db = costdb::Database::open_read_only(db_path);
+      boards = costdb::measured_boards(db);
+    } catch (const Error&) {
+      // An older or foreign file: nothing to choose from here; loading the costs says why.
+    }
   }
   if (args.board.empty()) {
     if (boards.size() > 1) {
