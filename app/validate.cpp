@@ -218,8 +218,9 @@ void store_validation(const ValidateRequest& args, const costdb::PlanRow& row, u
                       ValidateOutcome& o) {
   auto db = costdb::Database::open(args.db);
   const AttributedRun attributed = attribute_run(db, o.run_id);
-  // Spans arrive in order, each plan entry once per iteration: an entry's k-th window is of
-  // iteration k.
+  // Windows come in time order, the plan's entries rising within an iteration: an entry no
+  // later than the one before starts the next iteration (a span lost on the link leaves a
+  // hole in its own iteration, not a shift in every later one).
   const auto n = static_cast<std::size_t>(o.steps);
   std::vector<std::vector<double>> step_s(n);  // per entry, per iteration it arrived in
   std::vector<int> covered(n, 0);
@@ -228,9 +229,12 @@ void store_validation(const ValidateRequest& args, const costdb::PlanRow& row, u
     double time_s = 0, energy_j = 0;
   };
   std::vector<Pass> passes(static_cast<std::size_t>(o.iterations));
+  std::size_t k = 0;
+  std::optional<uint32_t> previous;
   for (const auto& w : attributed.attribution.windows) {
     if (w.span.phase == profiler::Phase::kIdle || w.span.op_id >= n) continue;
-    const std::size_t k = step_s[w.span.op_id].size();
+    if (previous && w.span.op_id <= *previous) ++k;
+    previous = w.span.op_id;
     step_s[w.span.op_id].push_back(w.time_s);
     if (k >= passes.size()) continue;
     Pass& pass = passes[k];
