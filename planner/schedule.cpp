@@ -39,6 +39,9 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
   constexpr double kNever = std::numeric_limits<double>::infinity();
   double handed_out_s = 0, compute_free_s = 0, storage_free_s = 0, dynamic_j = 0;
   int forward_nodes = 0, forward_computed = 0;
+  // The stash: memory once the forward pass is over and its frees are done, before the next
+  // compute or page-in (a recomputation for the backward pass is not kept in between).
+  bool forward_done = false, stash_taken = false;
   for (const auto& node : graph.nodes) forward_nodes += node.phase == NodePhase::kForward ? 1 : 0;
   std::vector<double> ready_s(n, 0), stored_s(n, kNever), touched_s(n, 0);
   auto run = [&](double& unit_free_s, double earliest_s, double duration_s, double energy_j) {
@@ -56,6 +59,10 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
     const auto& node = graph.nodes[k];
     switch (step.kind) {
       case StepKind::kCompute: {
+        if (forward_done && !stash_taken) {
+          stash_taken = true;
+          r.stash_bytes = memory;
+        }
         for (int i : inputs[k])
           if (!resident[i])
             return reject(s, "computing " + node.name + " needs " + graph.nodes[i].name +
@@ -79,7 +86,10 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
         ready_s[k] = touched_s[k] = end_s;
         for (int i : inputs[k]) touched_s[i] = std::max(touched_s[i], end_s);
         ++(computed[k] ? r.recomputes : r.computes);
-        if (!computed[k] && node.phase == NodePhase::kForward) ++forward_computed;
+        if (!computed[k] && node.phase == NodePhase::kForward && ++forward_computed == forward_nodes) {
+          r.forward_end_s = end_s;
+          forward_done = true;
+        }
         computed[k] = 1;
         break;
       }
@@ -97,6 +107,10 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
         ++r.page_outs;
         break;
       case StepKind::kPageIn:
+        if (forward_done && !stash_taken) {
+          stash_taken = true;
+          r.stash_bytes = memory;
+        }
         if (!stored[k]) return reject(s, "paging in " + node.name + ", which is not on storage");
         if (!resident[k]) {
           resident[k] = 1;

@@ -49,6 +49,14 @@ struct ScheduleReport {
   double makespan_s = 0;
   /// Energy above idle power of every compute and transfer, plus idle power x makespan.
   double total_energy_j = 0;
+  /// When the forward pass is over: the end of the compute that completes it (every forward
+  /// node computed once). A pipeline stage hands its activation on then.
+  double forward_end_s = 0;
+  /// Activation memory resident once the forward pass is over and the frees after it are done,
+  /// before the next compute or page-in (a recomputation for the backward pass comes after):
+  /// what a micro-batch keeps between its forward and backward passes, the stash a pipeline
+  /// stage holds for each micro-batch in flight. Paged-out tensors are not in it.
+  uint64_t stash_bytes = 0;
   int computes = 0;
   int recomputes = 0;
   int page_ins = 0;
