@@ -148,37 +148,7 @@ ModeSwitches mode_switches(const PlanArgs& args, const planner::TrainingGraph& g
   return {time_s, time_s * idle_w};
 }
 
-planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source, CostSource* source_kind) {
-  const int sources = static_cast<int>(!args.model.empty()) +
-                      static_cast<int>(!args.graph_file.empty()) +
-                      static_cast<int>(!args.onnx_file.empty());
-  if (sources != 1)
-    throw InputError("give exactly one of --model NAME (see ergon models), --onnx FILE or --graph FILE");
-  if (const auto phases = split_phases(args.power_mode)) {
-    if (!args.graph_file.empty())
-      throw InputError("a graph file carries one mode's costs: per-phase modes (" + args.power_mode +
-                       ") need --model or --onnx");
-    PlanArgs a = args;
-    std::string forward_source, backward_source;
-    CostSource forward_kind = CostSource::kProfile, backward_kind = CostSource::kProfile;
-    a.power_mode = phases->first;
-    const auto forward = load_graph(a, &forward_source, &forward_kind);
-    a.power_mode = phases->second;
-    const auto backward = load_graph(a, &backward_source, &backward_kind);
-    if (source_kind)
-      *source_kind = backward_kind == CostSource::kProfileFallback ? backward_kind : forward_kind;
-    if (cost_source)
-      *cost_source = "forward pass in " + phases->first + ": " + forward_source + "\nbackward pass in " +
-                     phases->second + ": " + backward_source;
-    return planner::per_phase_graph(forward, backward);
-  }
-  if (!args.graph_file.empty()) {
-    auto graph = planner::read_graph_json(args.graph_file);
-    if (source_kind) *source_kind = CostSource::kGraphFile;
-    if (cost_source)
-      *cost_source = "costs: as given in " + args.graph_file + "\n" + args.graph_file + ": " + graph.import_note;
-    return graph;
-  }
+BoardCosts board_costs(const PlanArgs& args) {
   // A board without a published profile (a Linux host: ergon-agent without --board) is
   // planned on its measured costs only.
   const auto known = devices::find_board(args.board);
@@ -187,9 +157,6 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
                      "): plan it on its measured costs with --db");
   const std::optional<devices::BoardProfile> board =
       known ? std::optional(devices::board_in_mode(*known, args.power_mode)) : std::nullopt;
-  const auto forward = args.model.empty()
-                           ? planner::import_onnx(args.onnx_file, args.batch, args.onnx_inputs)
-                           : planner::zoo_model(args.model, args.batch);
   std::optional<app::MeasuredCostModel> measured;
   const std::string profile =
       board ? fmt::format("the published profile of {} ({})", args.board, board->power_mode) : std::string();
@@ -246,18 +213,64 @@ planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source
       }
     }
   }
-  auto graph = measured ? planner::build_training_graph(forward, *measured)
-                        : planner::build_training_graph(forward, app::BoardProfileCosts(*board));
-  if (measured && measured->costs().has_energy()) graph.energy_rel_sigma = measured->energy_rel_sigma(graph);
+  BoardCosts out;
+  out.source = std::move(source);
+  out.kind = measured ? CostSource::kMeasured : args.db.empty() ? CostSource::kProfile : CostSource::kProfileFallback;
+  if (measured) {
+    auto m = std::make_unique<MeasuredCostModel>(std::move(*measured));
+    out.measured = m.get();
+    out.model = std::move(m);
+  } else {
+    out.model = std::make_unique<BoardProfileCosts>(*board);
+  }
+  return out;
+}
+
+planner::TrainingGraph load_graph(const PlanArgs& args, std::string* cost_source, CostSource* source_kind) {
+  const int sources = static_cast<int>(!args.model.empty()) +
+                      static_cast<int>(!args.graph_file.empty()) +
+                      static_cast<int>(!args.onnx_file.empty());
+  if (sources != 1)
+    throw InputError("give exactly one of --model NAME (see ergon models), --onnx FILE or --graph FILE");
+  if (const auto phases = split_phases(args.power_mode)) {
+    if (!args.graph_file.empty())
+      throw InputError("a graph file carries one mode's costs: per-phase modes (" + args.power_mode +
+                       ") need --model or --onnx");
+    PlanArgs a = args;
+    std::string forward_source, backward_source;
+    CostSource forward_kind = CostSource::kProfile, backward_kind = CostSource::kProfile;
+    a.power_mode = phases->first;
+    const auto forward = load_graph(a, &forward_source, &forward_kind);
+    a.power_mode = phases->second;
+    const auto backward = load_graph(a, &backward_source, &backward_kind);
+    if (source_kind)
+      *source_kind = backward_kind == CostSource::kProfileFallback ? backward_kind : forward_kind;
+    if (cost_source)
+      *cost_source = "forward pass in " + phases->first + ": " + forward_source + "\nbackward pass in " +
+                     phases->second + ": " + backward_source;
+    return planner::per_phase_graph(forward, backward);
+  }
+  if (!args.graph_file.empty()) {
+    auto graph = planner::read_graph_json(args.graph_file);
+    if (source_kind) *source_kind = CostSource::kGraphFile;
+    if (cost_source)
+      *cost_source = "costs: as given in " + args.graph_file + "\n" + args.graph_file + ": " + graph.import_note;
+    return graph;
+  }
+  BoardCosts costs = board_costs(args);
+  const auto forward = args.model.empty()
+                           ? planner::import_onnx(args.onnx_file, args.batch, args.onnx_inputs)
+                           : planner::zoo_model(args.model, args.batch);
+  auto graph = planner::build_training_graph(forward, *costs.model);
+  if (costs.measured && costs.measured->costs().has_energy())
+    graph.energy_rel_sigma = costs.measured->energy_rel_sigma(graph);
+  std::string source = std::move(costs.source);
   if (time_objective(args)) graph = time_objective_graph(std::move(graph));
   graph.name = fmt::format("{} batch {} on {}", args.model.empty() ? args.onnx_file : args.model,
                            args.batch, args.board);
   if (!forward.import_note.empty()) source += "\n" + args.onnx_file + ": " + forward.import_note;
   if (cost_source) *cost_source = source;
-  if (source_kind)
-    *source_kind = measured           ? CostSource::kMeasured
-                   : args.db.empty() ? CostSource::kProfile
-                                     : CostSource::kProfileFallback;
+  if (source_kind) *source_kind = costs.kind;
   return graph;
 }
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "planner/schedule.h"
 
 namespace ergon::app {
+
+class MeasuredCostModel;
 
 struct PlanArgs {
   std::string model;
@@ -106,6 +109,18 @@ enum class CostSource {
   kProfileFallback,  ///< measurements were asked for and could not be used: the profile (a warning)
   kGraphFile,        ///< as given in a training-graph JSON file
 };
+
+/// What a board's ops cost, as load_graph costs a model: its measured costs (args.db), else its
+/// published profile in args.power_mode; `source`: the lines saying which, and why.
+/// InputError where neither exists, or where the measured costs are times only and no power
+/// model of the board exists (unless the objective is time).
+struct BoardCosts {
+  std::unique_ptr<planner::CostModel> model;
+  std::string source;
+  CostSource kind = CostSource::kProfile;
+  const MeasuredCostModel* measured = nullptr;  ///< model, when it is the measured costs
+};
+BoardCosts board_costs(const PlanArgs& args);
 
 /// `cost_source`, when given, gets the lines describing the costs; `source`, whose they are
 /// (per-phase modes: the forward mode's, or kProfileFallback when either fell back).
