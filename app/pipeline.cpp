@@ -1,0 +1,289 @@
+#include "app/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "app/board_costs.h"
+#include "app/plan.h"
+#include "app/quantities.h"
+#include "common/error.h"
+#include "devices/board_profile.h"
+#include "devices/link_profile.h"
+#include "planner/milp.h"
+#include "planner/onnx_import.h"
+#include "planner/planners.h"
+#include "planner/zoo.h"
+
+namespace ergon::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Everything a pipeline plan needs, built once: the model, each board's costs and budget,
+/// the links, and the stages planned so far.
+class Pipeline {
+ public:
+  explicit Pipeline(const PipelineArgs& args) : args_(args), start_(Clock::now()) {
+    const int S = static_cast<int>(args.boards.size());
+    if (S < 1) throw InputError("--boards needs at least one board (e.g. pi4,pi4)");
+    if (args.microbatches < 1) throw InputError("--microbatches must be at least 1");
+    if (args.batch < 1) throw InputError("--batch must be at least 1");
+    if (!(args.time_limit_s > 0)) throw InputError("--time-limit must be positive");
+    if (args.planner != "poet" && args.planner != "store-all")
+      throw InputError("a stage's planner is poet or store-all, not '" + args.planner + "'");
+    const auto order = planner::parse_pipeline_order(args.order);
+    if ((args.model.empty()) == (args.onnx_file.empty()))
+      throw InputError("give exactly one of --model NAME (see ergon models) or --onnx FILE");
+    forward_ = args.model.empty() ? planner::import_onnx(args.onnx_file, args.batch, args.onnx_inputs)
+                                  : planner::zoo_model(args.model, args.batch);
+    if (!args.budgets.empty() && args.budgets.size() != 1 && static_cast<int>(args.budgets.size()) != S)
+      throw InputError(fmt::format("--budget takes one budget for every board or one per board ({}), not {}", S,
+                                   args.budgets.size()));
+    const Deadline deadline = Deadline::parse(args.deadline);
+    if (deadline.kind == Deadline::Kind::kFactor)
+      throw InputError("a pipeline's deadline is in seconds per batch (e.g. 2.5s), not a factor");
+    request_.deadline_s = deadline.seconds(0);
+    for (int s = 0; s < S; ++s) {
+      PlanArgs a;
+      a.board = args.boards[s];
+      a.db = args.db;
+      a.objective = "total";
+      costs_.push_back(board_costs(a));
+      request_.idle_w.push_back(costs_.back().model->idle_power_w());
+      const auto profile = devices::find_board(a.board);
+      const std::string text = args.budgets.empty() ? "100%" : args.budgets.size() == 1 ? args.budgets[0] : args.budgets[s];
+      const Budget budget = Budget::parse(text);
+      if (budget.percent() && !profile)
+        throw InputError("board '" + a.board + "' has no published RAM size: give its --budget in bytes");
+      budgets_.push_back(budget.bytes(profile ? profile->ram_bytes : 0));
+    }
+    if (!args.links.empty() && static_cast<int>(args.links.size()) != S - 1)
+      throw InputError(fmt::format("{} boards need {} link(s) in --links, not {}", S, S - 1, args.links.size()));
+    for (int s = 0; s + 1 < S; ++s) {
+      const auto kind = args.links.empty() ? std::string(devices::default_link(args.boards[s], args.boards[s + 1]))
+                                           : args.links[s];
+      const devices::LinkProfile p = devices::link_named(kind);
+      planner::LinkCost c{p.bytes_per_s, p.latency_s, p.full_duplex, 0, 0};
+      PipelineLink link;
+      link.kind = kind;
+      for (auto src : p.sources) link.sources.emplace_back(src);
+      if (args.link_energy_j_per_byte) {
+        c.tx_j_per_byte = c.rx_j_per_byte = *args.link_energy_j_per_byte;
+        link.energy_j_per_byte = 2 * *args.link_energy_j_per_byte;
+        link.sources.emplace_back(fmt::format("energy: {:.4g} J per byte each end, as given (--link-energy)",
+                                              *args.link_energy_j_per_byte));
+      } else if (p.tx_j_per_byte && p.rx_j_per_byte) {
+        c.tx_j_per_byte = *p.tx_j_per_byte;
+        c.rx_j_per_byte = *p.rx_j_per_byte;
+        link.energy_j_per_byte = c.tx_j_per_byte + c.rx_j_per_byte;
+      } else {
+        // Only what is published is counted; the rest is named as missing.
+        c.tx_j_per_byte = p.tx_j_per_byte.value_or(0);
+        c.rx_j_per_byte = p.rx_j_per_byte.value_or(0);
+        missing_.push_back(fmt::format("link {} ({} to {}, {}): {}", s, args.boards[s], args.boards[s + 1], kind,
+                                       p.tx_j_per_byte || p.rx_j_per_byte ? "one end's energy per byte is not published"
+                                                                          : "no published energy per byte"));
+      }
+      request_.links.push_back(c);
+      links_.push_back(std::move(link));
+    }
+    request_.ops = static_cast<int>(forward_.ops.size());
+    request_.cuts = planner::cut_points(forward_);
+    request_.microbatches = args.microbatches;
+    request_.order = order;
+    request_.throughput = args.throughput;
+    request_.out_of_time = [this] { return elapsed_s() >= args_.time_limit_s; };
+    solver_ = planner::make_cbc_solver();
+  }
+
+  [[nodiscard]] double elapsed_s() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  planner::SplitRequest& request() { return request_; }
+
+  planner::StageCost evaluate(int s, int first, int end) {
+    const auto key = std::tuple{s, first, end};
+    if (const auto it = memo_.find(key); it != memo_.end()) return it->second.first;
+    auto [cost, stage] = plan_stage(s, first, end);
+    memo_[key] = {cost, stage};
+    return cost;
+  }
+
+  PipelineOutcome outcome(planner::SplitPrediction prediction) {
+    PipelineOutcome o;
+    o.model = forward_.name;
+    o.ops = request_.ops;
+    o.cuts = request_.cuts;
+    o.order = planner::to_string(request_.order);
+    o.microbatches = request_.microbatches;
+    for (int s = 0; s + 1 < static_cast<int>(prediction.bounds.size()); ++s) {
+      const auto& entry = memo_.at({s, prediction.bounds[s], prediction.bounds[s + 1]});
+      o.stages.push_back(*entry.second);
+    }
+    for (std::size_t l = 0; l < links_.size(); ++l) {
+      PipelineLink link = links_[l];
+      for (const auto& c : request_.cuts)
+        if (c.op == prediction.bounds[l + 1]) link.bytes = c.bytes;
+      const auto& lc = request_.links[l];
+      link.transfer_s = lc.latency_s + static_cast<double>(link.bytes) / lc.bytes_per_s;
+      o.links.push_back(std::move(link));
+    }
+    o.prediction = std::move(prediction);
+    o.missing_link_energy = missing_;
+    o.wall_s = elapsed_s();
+    return o;
+  }
+
+  std::vector<int> equal() const { return planner::equal_split(request_); }
+
+ private:
+  std::pair<planner::StageCost, std::optional<PipelineStage>> plan_stage(int s, int first, int end) {
+    const int S = static_cast<int>(args_.boards.size());
+    const planner::TrainingGraph graph = planner::build_stage_graph(forward_, first, end, *costs_[s].model);
+    PipelineStage st;
+    st.board = args_.boards[s];
+    st.cost_source = costs_[s].source;
+    st.first_op = first;
+    st.end_op = end;
+    st.first_name = forward_.ops[first].name;
+    st.last_name = forward_.ops[end - 1].name;
+    st.in_flight = planner::in_flight(s, S, request_.microbatches, request_.order);
+    st.budget_bytes = budgets_[s];
+    st.fixed_bytes = graph.fixed_bytes;
+    st.input_bytes = first > 0 ? forward_.ops[first - 1].output_bytes : 0;
+    st.nodes = graph.size();
+    st.idle_w = graph.idle_power_w;
+    const uint64_t m = static_cast<uint64_t>(st.in_flight);
+    const uint64_t extra = st.fixed_bytes + m * st.input_bytes;
+    auto fail = [](std::string why) { return std::pair{planner::StageCost{false, std::move(why), {}, 0}, std::optional<PipelineStage>()}; };
+    if (extra > st.budget_bytes)
+      return fail(fmt::format("{}'s budget of {} B is less than the {} B of parameters, gradients and optimizer "
+                              "state{}",
+                              st.board, st.budget_bytes, st.fixed_bytes,
+                              st.input_bytes ? fmt::format(" and {} received activations", m) : ""));
+    auto accept = [&](const planner::Schedule& schedule, const planner::ScheduleReport& rep, std::string planner_name,
+                      double gap) {
+      st.schedule = schedule;
+      st.sim = rep;
+      st.peak_bytes = rep.peak_bytes;
+      st.stash_bytes = rep.stash_bytes;
+      st.memory_bytes = extra + rep.peak_bytes + (m - 1) * rep.stash_bytes;
+      st.planner = std::move(planner_name);
+      st.gap = gap;
+      planner::StageCost c;
+      c.feasible = true;
+      c.times = {rep.forward_end_s, rep.makespan_s - rep.forward_end_s};
+      c.dynamic_j = std::max(0.0, rep.total_energy_j - graph.idle_power_w * rep.makespan_s);
+      return std::pair{c, std::optional<PipelineStage>(st)};
+    };
+    const planner::Schedule all = planner::store_all_schedule(graph);
+    const planner::ScheduleReport sa = planner::simulate(graph, all);
+    const auto fits = [&](const planner::ScheduleReport& r) {
+      return extra + r.peak_bytes + (m - 1) * r.stash_bytes <= st.budget_bytes;
+    };
+    // Store-all runs every node once and pages nothing: when it fits, nothing costs less.
+    if (fits(sa)) return accept(all, sa, "store-all", 0);
+    const uint64_t store_all_bytes = extra + sa.peak_bytes + (m - 1) * sa.stash_bytes;
+    if (args_.planner == "store-all")
+      return fail(fmt::format("store-all needs {} B with {} micro-batch(es) in flight, over {}'s budget of {} B",
+                              store_all_bytes, m, st.board, st.budget_bytes));
+    // Plan under what the stashes of the other micro-batches in flight leave. The stash is
+    // the schedule's own, so several shares are tried, from store-all's stash down to none,
+    // and the cheapest schedule that fits with its own stash is kept.
+    const uint64_t min_ws = graph.min_working_set_bytes();
+    std::string why = fmt::format("needs more than {}'s budget of {} B with {} micro-batch(es) in flight "
+                                  "(its weights and its largest node's working set alone need {} B)",
+                                  st.board, st.budget_bytes, m, min_ws + extra);
+    std::optional<std::pair<planner::StageCost, std::optional<PipelineStage>>> best;
+    std::optional<uint64_t> tried_activations;
+    for (const uint64_t stash : {sa.stash_bytes, sa.stash_bytes / 2, sa.stash_bytes / 4, sa.stash_bytes / 8,
+                                 uint64_t{0}}) {
+      if (extra + (m - 1) * stash >= st.budget_bytes) continue;
+      const uint64_t activations = st.budget_bytes - extra - (m - 1) * stash;
+      if (activations < min_ws || activations == tried_activations) continue;
+      tried_activations = activations;
+      if (request_.out_of_time && request_.out_of_time()) break;
+      planner::PlanRequest req;
+      req.objective = planner::Objective::kTotal;
+      req.budget_bytes = activations;
+      req.activations_only = true;
+      req.deadline_s = std::numeric_limits<double>::infinity();
+      req.relative_gap = kProfileGap;
+      req.threads = args_.threads;
+      req.time_limit_s = std::clamp((args_.time_limit_s - elapsed_s()) / 40, 0.1, 5.0);
+      const planner::PlanResult r = planner::run_planner(args_.planner, graph, req, *solver_);
+      if (!r.schedule) {
+        why = r.why;
+        continue;
+      }
+      const planner::ScheduleReport rep = planner::simulate(graph, *r.schedule, activations);
+      if (!rep.valid) throw Error("internal error: a stage's schedule fails the simulator: " + rep.error);
+      if (!fits(rep)) continue;
+      auto candidate = accept(*r.schedule, rep, args_.planner, r.gap);
+      const auto total = [&](const planner::StageCost& c) {
+        return c.dynamic_j + graph.idle_power_w * (c.times.forward_s + c.times.backward_s);
+      };
+      if (!best || total(candidate.first) < total(best->first)) best = std::move(candidate);
+    }
+    if (best) return *best;
+    return fail(why);
+  }
+
+  PipelineArgs args_;
+  Clock::time_point start_;
+  planner::ForwardGraph forward_;
+  std::vector<BoardCosts> costs_;
+  std::vector<uint64_t> budgets_;
+  std::vector<PipelineLink> links_;
+  std::vector<std::string> missing_;
+  planner::SplitRequest request_;
+  std::unique_ptr<planner::MilpSolver> solver_;
+  std::map<std::tuple<int, int, int>, std::pair<planner::StageCost, std::optional<PipelineStage>>> memo_;
+};
+
+}  // namespace
+
+PipelineOutcome plan_pipeline(const PipelineArgs& args, const PipelineProgress& progress) {
+  Pipeline p(args);
+  p.request().progress = progress.on_stage;
+  const planner::SplitResult r =
+      planner::best_split(p.request(), [&](int s, int first, int end) { return p.evaluate(s, first, end); });
+  if (!r.best) throw InputError("no pipeline of " + args.model + args.onnx_file + " over these boards: " + r.why);
+  PipelineOutcome o = p.outcome(*r.best);
+  o.stages_evaluated = r.stages_evaluated;
+  o.splits_simulated = r.splits_simulated;
+  o.stopped_early = r.stopped_early;
+  return o;
+}
+
+PipelineOutcome predict_pipeline(const PipelineArgs& args, const std::vector<int>& starts) {
+  Pipeline p(args);
+  if (starts.size() + 1 != args.boards.size())
+    throw InputError(fmt::format("a split over {} boards begins {} stages after the first, not {}", args.boards.size(),
+                                 args.boards.size() - 1, starts.size()));
+  std::vector<int> bounds{0};
+  for (int op : starts) {
+    if (op <= bounds.back() || op >= p.request().ops)
+      throw InputError(fmt::format("stages begin at rising ops between 1 and {}", p.request().ops - 1));
+    bounds.push_back(op);
+  }
+  bounds.push_back(p.request().ops);
+  std::string why;
+  const auto prediction =
+      planner::predict_split(p.request(), bounds, [&](int s, int first, int end) { return p.evaluate(s, first, end); },
+                             &why);
+  if (!prediction) throw InputError("this split does not fit: " + why);
+  return p.outcome(*prediction);
+}
+
+std::vector<int> equal_starts(const PipelineArgs& args) {
+  const auto bounds = Pipeline(args).equal();
+  if (bounds.empty()) throw InputError("the model has too few places to cut for that many boards");
+  return {bounds.begin() + 1, bounds.end() - 1};
+}
+
+}  // namespace ergon::app

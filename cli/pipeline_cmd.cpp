@@ -1,0 +1,160 @@
+#include "cli/pipeline_cmd.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/units.h"
+
+namespace ergon::cli {
+namespace {
+
+std::vector<int> parse_split(const std::string& text) {
+  std::vector<int> starts;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    int op = -1;
+    try {
+      op = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      throw InputError("--split takes best, equal, or the op numbers where stages 1.. begin (e.g. 34,67), not '" +
+                       text + "'");
+    starts.push_back(op);
+  }
+  return starts;
+}
+
+nlohmann::json to_json(const app::PipelineOutcome& o) {
+  nlohmann::json j;
+  j["model"] = o.model;
+  j["schedule"] = o.order;
+  j["microbatches"] = o.microbatches;
+  j["ops"] = o.ops;
+  j["bounds"] = o.prediction.bounds;
+  auto& cuts = j["cut_points"] = nlohmann::json::array();
+  for (const auto& c : o.cuts) cuts.push_back({{"op", c.op}, {"bytes", c.bytes}});
+  auto& stages = j["stages"] = nlohmann::json::array();
+  for (std::size_t s = 0; s < o.stages.size(); ++s) {
+    const auto& st = o.stages[s];
+    const auto& c = o.prediction.stages[s];
+    stages.push_back({{"board", st.board},
+                      {"first_op", st.first_op},
+                      {"end_op", st.end_op},
+                      {"first", st.first_name},
+                      {"last", st.last_name},
+                      {"nodes", st.nodes},
+                      {"planner", st.planner},
+                      {"gap", st.gap},
+                      {"in_flight", st.in_flight},
+                      {"budget_bytes", st.budget_bytes},
+                      {"memory_bytes", st.memory_bytes},
+                      {"fixed_bytes", st.fixed_bytes},
+                      {"input_bytes", st.input_bytes},
+                      {"peak_bytes", st.peak_bytes},
+                      {"stash_bytes", st.stash_bytes},
+                      {"forward_s", c.times.forward_s},
+                      {"backward_s", c.times.backward_s},
+                      {"dynamic_j", c.dynamic_j},
+                      {"idle_w", st.idle_w},
+                      {"recomputes", st.sim.recomputes},
+                      {"page_ins", st.sim.page_ins},
+                      {"page_outs", st.sim.page_outs},
+                      {"steps", st.schedule.steps.size()},
+                      {"bubble_fraction", o.prediction.timeline.bubble_fraction(static_cast<int>(s))},
+                      {"costs", st.cost_source}});
+  }
+  auto& links = j["links"] = nlohmann::json::array();
+  for (const auto& l : o.links) {
+    nlohmann::json x{{"kind", l.kind}, {"bytes", l.bytes}, {"transfer_s", l.transfer_s}, {"sources", l.sources}};
+    x["energy_j_per_byte"] = l.energy_j_per_byte ? nlohmann::json(*l.energy_j_per_byte) : nlohmann::json(nullptr);
+    links.push_back(std::move(x));
+  }
+  const auto& p = o.prediction;
+  j["prediction"] = {{"time_per_batch_s", p.makespan_s},
+                     {"energy_per_batch_j", p.energy_j()},
+                     {"compute_j", p.compute_j},
+                     {"idle_j", p.idle_j},
+                     {"link_j", p.link_j},
+                     {"energy_is_lower_bound", !o.missing_link_energy.empty()},
+                     {"missing", o.missing_link_energy}};
+  auto& timeline = j["timeline"] = nlohmann::json::array();
+  for (const auto& t : p.timeline.tasks)
+    timeline.push_back({{"kind", planner::to_string(t.kind)},
+                        {"stage", t.stage},
+                        {"microbatch", t.microbatch},
+                        {"start_s", t.start_s},
+                        {"end_s", t.end_s}});
+  j["search"] = {{"stages_evaluated", o.stages_evaluated},
+                 {"splits_simulated", o.splits_simulated},
+                 {"stopped_early", o.stopped_early},
+                 {"wall_s", o.wall_s}};
+  return j;
+}
+
+void print_text(const app::PipelineOutcome& o, std::ostream& out) {
+  const auto& p = o.prediction;
+  out << fmt::format("pipeline: {}, {} boards, {} micro-batches per batch, {}\n", o.model, o.stages.size(),
+                     o.microbatches, o.order);
+  for (std::size_t s = 0; s < o.stages.size(); ++s) {
+    const auto& st = o.stages[s];
+    const auto& c = p.stages[s];
+    out << fmt::format("stage {} on {}: ops {}..{} ({} .. {}), {}{}\n", s, st.board, st.first_op, st.end_op - 1,
+                       st.first_name, st.last_name, st.planner,
+                       st.planner == "store-all" ? "" : fmt::format(" (gap {:.2f} %)", 100 * st.gap));
+    out << fmt::format("  memory {} of {} ({} in flight: fixed {}, stash {} each), forward {:.4g} s, backward "
+                       "{:.4g} s, {:.4g} J above idle per micro-batch; {} recomputes, {} page-ins; idle {:.0f} % "
+                       "of the batch\n",
+                       format_bytes(st.memory_bytes), format_bytes(st.budget_bytes), st.in_flight,
+                       format_bytes(st.fixed_bytes), format_bytes(st.stash_bytes), c.times.forward_s,
+                       c.times.backward_s, c.dynamic_j, st.sim.recomputes, st.sim.page_ins,
+                       100 * p.timeline.bubble_fraction(static_cast<int>(s)));
+    if (s < o.links.size()) {
+      const auto& l = o.links[s];
+      out << fmt::format("link {} ({}): {} each way per micro-batch, {:.4g} s a transfer, {}\n", s, l.kind,
+                         format_bytes(l.bytes), l.transfer_s,
+                         l.energy_j_per_byte ? fmt::format("{:.3g} J per byte", *l.energy_j_per_byte)
+                                             : std::string("energy per byte not published"));
+    }
+  }
+  const bool lower = !o.missing_link_energy.empty();
+  out << fmt::format("per batch: {:.6g} s, {}{:.6g} J (boards above idle {:.6g} J, idle {:.6g} J, links {:.6g} J)\n",
+                     p.makespan_s, lower ? ">= " : "", p.energy_j(), p.compute_j, p.idle_j, p.link_j);
+  for (const auto& m : o.missing_link_energy)
+    out << "warning: " << m << ": the energy above is a lower bound by that link's own power\n";
+  out << fmt::format("searched {} stage plans and {} splits in {:.2f} s{}\n", o.stages_evaluated, o.splits_simulated,
+                     o.wall_s, o.stopped_early ? " (stopped by --time-limit: the best split among those costed)" : "");
+}
+
+}  // namespace
+
+int run_pipeline(const app::PipelineArgs& args, const PipelineOutput& output, std::ostream& out) {
+  app::PipelineOutcome o;
+  if (output.split == "best") {
+    app::PipelineProgress progress;
+    if (!output.json && ::isatty(STDERR_FILENO) == 1)
+      progress.on_stage = [](std::size_t done, std::size_t total) {
+        if (done % 8 == 0 || done == total)
+          std::cerr << fmt::format("\r  costing stages on their boards: {} of {}", done, total)
+                    << (done == total ? "\n" : "") << std::flush;
+      };
+    o = app::plan_pipeline(args, progress);
+  } else {
+    o = app::predict_pipeline(args, output.split == "equal" ? app::equal_starts(args) : parse_split(output.split));
+  }
+  if (output.json)
+    out << to_json(o).dump(2) << "\n";
+  else
+    print_text(o, out);
+  return 0;
+}
+
+}  // namespace ergon::cli

@@ -1,0 +1,21 @@
+#pragma once
+
+#include <iosfwd>
+#include <string>
+
+#include "app/pipeline.h"
+
+namespace ergon::cli {
+
+/// `ergon pipeline`'s choice of split: the best (default), "equal" (equal op counts, a
+/// baseline), or the forward ops where stages 1.. begin ("34,67").
+struct PipelineOutput {
+  bool json = false;
+  std::string split = "best";
+};
+
+/// Plans (or predicts the split asked for) and prints the stages, links and per-batch
+/// prediction as text or JSON; returns the process exit code.
+int run_pipeline(const app::PipelineArgs& args, const PipelineOutput& output, std::ostream& out);
+
+}  // namespace ergon::cli

@@ -1,0 +1,125 @@
+#include "app/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "planner/schedule.h"
+
+namespace ergon::app {
+namespace {
+
+PipelineArgs resnet_on_two_pi4s() {
+  PipelineArgs a;
+  a.model = "resnet18-cifar";
+  a.boards = {"pi4", "pi4"};
+  a.microbatches = 4;
+  return a;
+}
+
+TEST(Pipeline, ResNet18OnTwoPi4sGivesStagesSchedulesAndAPrediction) {
+  const PipelineOutcome o = plan_pipeline(resnet_on_two_pi4s());
+  ASSERT_EQ(o.stages.size(), 2U);
+  EXPECT_EQ(o.stages[0].first_op, 0);
+  EXPECT_EQ(o.stages[0].end_op, o.stages[1].first_op);
+  EXPECT_EQ(o.stages[1].end_op, o.ops);
+  for (const auto& st : o.stages) {
+    EXPECT_TRUE(st.sim.valid);
+    EXPECT_LE(st.memory_bytes, st.budget_bytes);
+    EXPECT_FALSE(st.schedule.steps.empty());
+  }
+  EXPECT_EQ(o.stages[0].in_flight, 2);  // 1F1B: the first of two stages holds two micro-batches
+  EXPECT_EQ(o.stages[1].in_flight, 1);
+  EXPECT_GT(o.stages[1].input_bytes, 0U);
+  const auto& p = o.prediction;
+  EXPECT_NEAR(p.energy_j(), p.compute_j + p.idle_j + p.link_j, 1e-12);
+  EXPECT_GT(p.idle_j, 0);
+  // Ethernet's own power is not published: the energy says it is a lower bound.
+  ASSERT_EQ(o.missing_link_energy.size(), 1U);
+  EXPECT_NE(o.missing_link_energy[0].find("ethernet"), std::string::npos);
+  EXPECT_EQ(p.link_j, 0);
+  ASSERT_EQ(o.links.size(), 1U);
+  EXPECT_GT(o.links[0].bytes, 0U);
+}
+
+TEST(Pipeline, TwoBoardsBeatOneInTimeButNotInIdleEnergy) {
+  PipelineArgs two = resnet_on_two_pi4s();
+  PipelineArgs one = two;
+  one.boards = {"pi4"};
+  const PipelineOutcome a = plan_pipeline(one);
+  const PipelineOutcome b = plan_pipeline(two);
+  EXPECT_LT(b.prediction.makespan_s, a.prediction.makespan_s);
+  // The same work above idle, but two boards idle through the batch.
+  EXPECT_NEAR(b.prediction.compute_j, a.prediction.compute_j, 0.01 * a.prediction.compute_j);
+  EXPECT_GT(b.prediction.energy_j(), a.prediction.energy_j());
+}
+
+TEST(Pipeline, TheChosenSplitIsNoWorseThanTheEqualSplit) {
+  const PipelineArgs args = resnet_on_two_pi4s();
+  const PipelineOutcome best = plan_pipeline(args);
+  const PipelineOutcome equal = predict_pipeline(args, equal_starts(args));
+  EXPECT_LE(best.prediction.energy_j(), equal.prediction.energy_j() * (1 + 1e-12));
+  PipelineArgs fast = args;
+  fast.throughput = true;
+  EXPECT_LE(plan_pipeline(fast).prediction.makespan_s, equal.prediction.makespan_s * (1 + 1e-12));
+}
+
+TEST(Pipeline, AModelTooBigForOneNrf52840SpreadsOverFour) {
+  PipelineArgs a;
+  a.model = "mlp:128,128,128,128,10";
+  a.boards = {"nrf52840"};
+  EXPECT_THROW(plan_pipeline(a), InputError);
+  a.boards.assign(4, "nrf52840");
+  const PipelineOutcome o = plan_pipeline(a);
+  ASSERT_EQ(o.stages.size(), 4U);
+  for (const auto& st : o.stages) EXPECT_LE(st.memory_bytes, st.budget_bytes);
+}
+
+TEST(Pipeline, ATightBudgetMakesAStageRecomputeOrPage) {
+  PipelineArgs a = resnet_on_two_pi4s();
+  a.batch = 8;
+  a.time_limit_s = 10;
+  // Store-all of two micro-batches in flight does not fit the first stage's board.
+  a.budgets = {"90MiB"};
+  const PipelineOutcome o = plan_pipeline(a);
+  int planned = 0;
+  for (const auto& st : o.stages) {
+    EXPECT_LE(st.memory_bytes, st.budget_bytes);
+    EXPECT_EQ(st.memory_bytes,
+              st.fixed_bytes + st.in_flight * (st.input_bytes + st.stash_bytes) + st.peak_bytes - st.stash_bytes);
+    planned += st.planner == "poet" ? 1 : 0;
+  }
+  EXPECT_GE(planned, 1);
+  a.planner = "store-all";
+  EXPECT_THROW(plan_pipeline(a), InputError);
+}
+
+TEST(Pipeline, ABudgetBelowTheModelsWeightsSaysWhichOpsFitNoBoard) {
+  PipelineArgs a = resnet_on_two_pi4s();
+  a.budgets = {"1MiB"};
+  try {
+    plan_pipeline(a);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("can hold them"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1048576 B"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Pipeline, BadRequestsAreRefusedInOneLine) {
+  PipelineArgs a = resnet_on_two_pi4s();
+  a.links = {"carrier-pigeon"};
+  EXPECT_THROW(plan_pipeline(a), InputError);
+  a = resnet_on_two_pi4s();
+  a.deadline = "1.5x";
+  EXPECT_THROW(plan_pipeline(a), InputError);
+  a = resnet_on_two_pi4s();
+  a.boards = {"pi4", "pi5"};
+  EXPECT_THROW(plan_pipeline(a), InputError);
+  a = resnet_on_two_pi4s();
+  EXPECT_THROW(predict_pipeline(a, {1, 2}), InputError);  // two starts for two boards
+  a.deadline = "1ms";
+  EXPECT_THROW(plan_pipeline(a), InputError);
+}
+
+}  // namespace
+}  // namespace ergon::app
