@@ -108,8 +108,17 @@ class Pipeline {
   planner::StageCost evaluate(int s, int first, int end) {
     const auto key = std::tuple{s, first, end};
     if (const auto it = memo_.find(key); it != memo_.end()) return it->second.first;
-    auto [cost, stage] = plan_stage(s, first, end);
+    auto [cost, stage] = plan_stage(s, first, end, /*bound_only=*/false);
     memo_[key] = {cost, stage};
+    return cost;
+  }
+  /// The stage exactly where that is quick (store-all fits, or nothing can), else store-all's
+  /// costs as a lower bound (planned only if a best split needs it).
+  planner::StageCost bound(int s, int first, int end) {
+    const auto key = std::tuple{s, first, end};
+    if (const auto it = memo_.find(key); it != memo_.end()) return it->second.first;
+    auto [cost, stage] = plan_stage(s, first, end, /*bound_only=*/true);
+    if (cost.exact) memo_[key] = {cost, stage};
     return cost;
   }
 
@@ -141,7 +150,7 @@ class Pipeline {
   std::vector<int> equal() const { return planner::equal_split(request_); }
 
  private:
-  std::pair<planner::StageCost, std::optional<PipelineStage>> plan_stage(int s, int first, int end) {
+  std::pair<planner::StageCost, std::optional<PipelineStage>> plan_stage(int s, int first, int end, bool bound_only) {
     const int S = static_cast<int>(args_.boards.size());
     const planner::TrainingGraph graph = planner::build_stage_graph(forward_, first, end, *costs_[s].model);
     PipelineStage st;
@@ -195,6 +204,13 @@ class Pipeline {
     // the schedule's own, so several shares are tried, from store-all's stash down to none,
     // and the cheapest schedule that fits with its own stash is kept.
     const uint64_t min_ws = graph.min_working_set_bytes();
+    if (bound_only && extra + min_ws <= st.budget_bytes) {
+      // Every schedule runs each node once at least and pages on top: store-all's times and
+      // energy bound this stage's from below.
+      auto lower = accept(all, sa, "store-all", 0);
+      lower.first.exact = false;
+      return lower;
+    }
     std::string why = fmt::format("needs more than {}'s budget of {} B with {} micro-batch(es) in flight "
                                   "(its weights and its largest node's working set alone need {} B)",
                                   st.board, st.budget_bytes, m, min_ws + extra);
@@ -251,11 +267,13 @@ PipelineOutcome plan_pipeline(const PipelineArgs& args, const PipelineProgress& 
   Pipeline p(args);
   p.request().progress = progress.on_stage;
   const planner::SplitResult r =
-      planner::best_split(p.request(), [&](int s, int first, int end) { return p.evaluate(s, first, end); });
+      planner::best_split(p.request(), [&](int s, int first, int end) { return p.evaluate(s, first, end); },
+                          [&](int s, int first, int end) { return p.bound(s, first, end); });
   if (!r.best) throw InputError("no pipeline of " + args.model + args.onnx_file + " over these boards: " + r.why);
   PipelineOutcome o = p.outcome(*r.best);
   o.stages_evaluated = r.stages_evaluated;
   o.splits_simulated = r.splits_simulated;
+  o.stages_refined = r.stages_refined;
   o.stopped_early = r.stopped_early;
   return o;
 }

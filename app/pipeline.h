@@ -79,6 +79,7 @@ struct PipelineOutcome {
   std::vector<std::string> missing_link_energy;
   std::size_t stages_evaluated = 0;
   std::size_t splits_simulated = 0;
+  std::size_t stages_refined = 0;  ///< planned exactly after store-all's bound
   bool stopped_early = false;
   double wall_s = 0;
   std::string order;

@@ -95,6 +95,7 @@ nlohmann::json to_json(const app::PipelineOutcome& o) {
                         {"end_s", t.end_s}});
   j["search"] = {{"stages_evaluated", o.stages_evaluated},
                  {"splits_simulated", o.splits_simulated},
+                 {"stages_refined", o.stages_refined},
                  {"stopped_early", o.stopped_early},
                  {"wall_s", o.wall_s}};
   return j;
@@ -130,8 +131,9 @@ void print_text(const app::PipelineOutcome& o, std::ostream& out) {
                      p.makespan_s, lower ? ">= " : "", p.energy_j(), p.compute_j, p.idle_j, p.link_j);
   for (const auto& m : o.missing_link_energy)
     out << "warning: " << m << ": the energy above is a lower bound by that link's own power\n";
-  out << fmt::format("searched {} stage plans and {} splits in {:.2f} s{}\n", o.stages_evaluated, o.splits_simulated,
-                     o.wall_s, o.stopped_early ? " (stopped by --time-limit: the best split among those costed)" : "");
+  out << fmt::format("costed {} stages on their boards ({} planned beyond store-all's bound) and simulated {} splits "
+                     "in {:.2f} s{}\n",
+                     o.stages_evaluated, o.stages_refined, o.splits_simulated, o.wall_s, o.stopped_early ? " (stopped by --time-limit: the best split among those costed)" : "");
 }
 
 }  // namespace

@@ -311,7 +311,7 @@ std::vector<int> equal_split(const SplitRequest& request) {
   return bounds;
 }
 
-SplitResult best_split(const SplitRequest& request, const StageEvaluator& evaluate) {
+SplitResult best_split(const SplitRequest& request, const StageEvaluator& evaluate, const StageEvaluator& bound) {
   SplitResult result;
   const int S = request.stages();
   const int K = request.microbatches;
@@ -350,7 +350,7 @@ SplitResult best_split(const SplitRequest& request, const StageEvaluator& evalua
           cost[{s, i, j}] = StageCost{false, "not evaluated: the time limit ran out", {}, 0};
           continue;
         }
-        cost[{s, i, j}] = evaluate(s, P[i], P[j]);
+        cost[{s, i, j}] = bound ? bound(s, P[i], P[j]) : evaluate(s, P[i], P[j]);
         ++result.stages_evaluated;
         if (request.progress) request.progress(result.stages_evaluated, total);
       }
@@ -370,143 +370,166 @@ SplitResult best_split(const SplitRequest& request, const StageEvaluator& evalua
   double idle_all_w = 0;
   for (double w : request.idle_w) idle_all_w += w;
   const double weight = request.throughput ? 1.0 : idle_all_w;
-  std::set<double> caps;
-  for (const auto& [key, c] : cost)
-    if (c.feasible) caps.insert(c.times.forward_s + c.times.backward_s);
-  for (int s = 0; s + 1 < S; ++s)
-    for (int pos = 1; pos < C - 1; ++pos) caps.insert(link_s(s, pos).second);
-  std::set<std::vector<int>> candidates;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  // Splits: S - 1 of the C - 2 inner positions, counted without overflow.
-  double splits = 1;
-  for (int k = 0; k < S - 1; ++k) splits = splits * (C - 2 - k) / (k + 1);
-  result.exhaustive = splits <= static_cast<double>(request.exhaustive_limit);
-  if (result.exhaustive) {
-    std::vector<int> bounds(static_cast<std::size_t>(S) + 1, 0);
-    bounds[S] = request.ops;
-    std::function<void(int, int)> choose = [&](int s, int from) {  // bounds[s] from positions >= from
-      if (s == S) {
-        bool feasible = true;
-        for (int k = 0; k < S && feasible; ++k) {
-          const int i = static_cast<int>(std::lower_bound(P.begin(), P.end(), bounds[k]) - P.begin());
-          const int j = static_cast<int>(std::lower_bound(P.begin(), P.end(), bounds[k + 1]) - P.begin());
-          feasible = cost.at({k, i, j}).feasible;
+  // Searches the splits on the costs known so far.
+  auto search = [&]() -> std::optional<SplitPrediction> {
+    std::set<double> caps;
+    for (const auto& [key, c] : cost)
+      if (c.feasible) caps.insert(c.times.forward_s + c.times.backward_s);
+    for (int s = 0; s + 1 < S; ++s)
+      for (int pos = 1; pos < C - 1; ++pos) caps.insert(link_s(s, pos).second);
+    std::set<std::vector<int>> candidates;
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    // Splits: S - 1 of the C - 2 inner positions, counted without overflow.
+    double splits = 1;
+    for (int k = 0; k < S - 1; ++k) splits = splits * (C - 2 - k) / (k + 1);
+    result.exhaustive = splits <= static_cast<double>(request.exhaustive_limit);
+    if (result.exhaustive) {
+      std::vector<int> bounds(static_cast<std::size_t>(S) + 1, 0);
+      bounds[S] = request.ops;
+      std::function<void(int, int)> choose = [&](int s, int from) {  // bounds[s] from positions >= from
+        if (s == S) {
+          bool feasible = true;
+          for (int k = 0; k < S && feasible; ++k) {
+            const int i = static_cast<int>(std::lower_bound(P.begin(), P.end(), bounds[k]) - P.begin());
+            const int j = static_cast<int>(std::lower_bound(P.begin(), P.end(), bounds[k + 1]) - P.begin());
+            feasible = cost.at({k, i, j}).feasible;
+          }
+          if (feasible) candidates.insert(bounds);
+          return;
         }
-        if (feasible) candidates.insert(bounds);
-        return;
+        for (int i = from; i <= C - 1 - (S - s); ++i) {
+          bounds[s] = P[i];
+          choose(s + 1, i + 1);
+        }
+      };
+      choose(1, 1);
+      caps.clear();
+    }
+    for (const double cap : caps) {
+      // best[s][j]: stages 0..s-1 cover positions [0, j), least estimated objective.
+      std::vector<std::vector<double>> best(static_cast<std::size_t>(S) + 1, std::vector<double>(C, kInf));
+      std::vector<std::vector<int>> from(static_cast<std::size_t>(S) + 1, std::vector<int>(C, -1));
+      best[0][0] = 0;
+      for (int s = 0; s < S; ++s)
+        for (int i = first_lo(s); i <= first_hi(s); ++i) {
+          if (best[s][i] == kInf) continue;
+          double in_link = 0;
+          if (s > 0) {
+            const auto [sum_s, cycle_s] = link_s(s - 1, i);
+            if (cycle_s > cap) continue;
+            const LinkCost& lc = request.links[static_cast<std::size_t>(s - 1)];
+            in_link = request.throughput
+                          ? sum_s
+                          : weight * sum_s + K * 2 * static_cast<double>(request.cuts[i - 1].bytes) *
+                                                 (lc.tx_j_per_byte + lc.rx_j_per_byte);
+          }
+          for (int j = end_lo(s, i); j <= end_hi(s); ++j) {
+            const StageCost& c = cost.at({s, i, j});
+            if (!c.feasible) continue;
+            const double busy = c.times.forward_s + c.times.backward_s;
+            if (busy > cap) continue;
+            const double v = best[s][i] + in_link + (request.throughput ? busy : K * c.dynamic_j + weight * busy);
+            if (v < best[s + 1][j]) {
+              best[s + 1][j] = v;
+              from[s + 1][j] = i;
+            }
+          }
+        }
+      if (best[S][C - 1] == kInf) continue;
+      std::vector<int> bounds(static_cast<std::size_t>(S) + 1);
+      for (int s = S, j = C - 1; s >= 0; --s) {
+        bounds[s] = P[j];
+        if (s > 0) j = from[s][j];
       }
-      for (int i = from; i <= C - 1 - (S - s); ++i) {
-        bounds[s] = P[i];
-        choose(s + 1, i + 1);
+      candidates.insert(bounds);
+    }
+    if (candidates.empty()) {
+      // Why: the first minimal segment that no board placed to run it can hold, with the
+      // smallest stage around it each such board could take.
+      for (int i = 0; i + 1 < C; ++i) {
+        std::string first_why;
+        bool fits = false;
+        for (int s = 0; s < S && !fits; ++s) {
+          const int from = std::max(first_lo(s), std::min(i, first_hi(s)));
+          if (from > i) continue;
+          const int to = std::max(i + 1, end_lo(s, from));
+          if (to > end_hi(s)) continue;
+          const StageCost& c = cost.at({s, from, to});
+          fits = c.feasible;
+          if (!fits && first_why.empty())
+            first_why = fmt::format("board {} would run ops {}..{}: {}", s, P[from], P[to] - 1, c.why);
+        }
+        if (!fits) {
+          result.why = fmt::format("no board placed to run ops {}..{} can hold them ({})", P[i], P[i + 1] - 1,
+                                   first_why.empty() ? std::string("none is placed to") : first_why);
+          return std::optional<SplitPrediction>();
+        }
       }
+      result.why = "every part of the model fits some board, but no split over these boards in this order fits "
+                   "them all: more boards or larger budgets are needed";
+      return std::optional<SplitPrediction>();
+    }
+    std::optional<SplitPrediction> best;
+    std::optional<SplitPrediction> fastest;  // for the deadline's message
+    auto consider = [&](const std::vector<int>& bounds) {
+      auto p = predict_split(request, bounds, stage_eval);
+      ++result.splits_simulated;
+      if (!p) return false;
+      if (!fastest || p->makespan_s < fastest->makespan_s) fastest = *p;
+      if (p->makespan_s > request.deadline_s) return false;
+      if (best && score(request, *p) >= score(request, *best)) return false;
+      best = std::move(p);
+      return true;
     };
-    choose(1, 1);
-    caps.clear();
-  }
-  for (const double cap : caps) {
-    // best[s][j]: stages 0..s-1 cover positions [0, j), least estimated objective.
-    std::vector<std::vector<double>> best(static_cast<std::size_t>(S) + 1, std::vector<double>(C, kInf));
-    std::vector<std::vector<int>> from(static_cast<std::size_t>(S) + 1, std::vector<int>(C, -1));
-    best[0][0] = 0;
-    for (int s = 0; s < S; ++s)
-      for (int i = first_lo(s); i <= first_hi(s); ++i) {
-        if (best[s][i] == kInf) continue;
-        double in_link = 0;
-        if (s > 0) {
-          const auto [sum_s, cycle_s] = link_s(s - 1, i);
-          if (cycle_s > cap) continue;
-          const LinkCost& lc = request.links[static_cast<std::size_t>(s - 1)];
-          in_link = request.throughput
-                        ? sum_s
-                        : weight * sum_s + K * 2 * static_cast<double>(request.cuts[i - 1].bytes) *
-                                               (lc.tx_j_per_byte + lc.rx_j_per_byte);
-        }
-        for (int j = end_lo(s, i); j <= end_hi(s); ++j) {
-          const StageCost& c = cost.at({s, i, j});
-          if (!c.feasible) continue;
-          const double busy = c.times.forward_s + c.times.backward_s;
-          if (busy > cap) continue;
-          const double v = best[s][i] + in_link + (request.throughput ? busy : K * c.dynamic_j + weight * busy);
-          if (v < best[s + 1][j]) {
-            best[s + 1][j] = v;
-            from[s + 1][j] = i;
+    for (const auto& bounds : candidates) consider(bounds);
+    // Local search: move one cut to a neighbouring position while that helps.
+    for (bool improved = best.has_value() && !result.exhaustive; improved;) {
+      improved = false;
+      const std::vector<int> current = best->bounds;
+      for (int s = 1; s < S && !improved; ++s) {
+        const int at = static_cast<int>(std::lower_bound(P.begin(), P.end(), current[s]) - P.begin());
+        for (int d : {-1, 1}) {
+          const int to = at + d;
+          if (to < 1 || to > C - 2 || P[to] <= current[s - 1] || P[to] >= current[s + 1]) continue;
+          std::vector<int> moved = current;
+          moved[s] = P[to];
+          if (consider(moved)) {
+            improved = true;
+            break;
           }
         }
       }
-    if (best[S][C - 1] == kInf) continue;
-    std::vector<int> bounds(static_cast<std::size_t>(S) + 1);
-    for (int s = S, j = C - 1; s >= 0; --s) {
-      bounds[s] = P[j];
-      if (s > 0) j = from[s][j];
     }
-    candidates.insert(bounds);
-  }
-  if (candidates.empty()) {
-    // Why: the first minimal segment that no board placed to run it can hold, with the
-    // smallest stage around it each such board could take.
-    for (int i = 0; i + 1 < C; ++i) {
-      std::string first_why;
-      bool fits = false;
-      for (int s = 0; s < S && !fits; ++s) {
-        const int from = std::max(first_lo(s), std::min(i, first_hi(s)));
-        if (from > i) continue;
-        const int to = std::max(i + 1, end_lo(s, from));
-        if (to > end_hi(s)) continue;
-        const StageCost& c = cost.at({s, from, to});
-        fits = c.feasible;
-        if (!fits && first_why.empty())
-          first_why = fmt::format("board {} would run ops {}..{}: {}", s, P[from], P[to] - 1, c.why);
-      }
-      if (!fits) {
-        result.why = fmt::format("no board placed to run ops {}..{} can hold them ({})", P[i], P[i + 1] - 1,
-                                 first_why.empty() ? std::string("none is placed to") : first_why);
-        return result;
-      }
+    if (!best) {
+      result.why = fastest ? fmt::format("no split meets the deadline of {:.6g} s per batch: the fastest found takes "
+                                         "{:.6g} s",
+                                         request.deadline_s, fastest->makespan_s)
+                           : "no split fits";
+      return std::optional<SplitPrediction>();
     }
-    result.why = "every part of the model fits some board, but no split over these boards in this order fits "
-                 "them all: more boards or larger budgets are needed";
-    return result;
-  }
-  std::optional<SplitPrediction> best;
-  std::optional<SplitPrediction> fastest;  // for the deadline's message
-  auto consider = [&](const std::vector<int>& bounds) {
-    auto p = predict_split(request, bounds, stage_eval);
-    ++result.splits_simulated;
-    if (!p) return false;
-    if (!fastest || p->makespan_s < fastest->makespan_s) fastest = *p;
-    if (p->makespan_s > request.deadline_s) return false;
-    if (best && score(request, *p) >= score(request, *best)) return false;
-    best = std::move(p);
-    return true;
+  return best;
   };
-  for (const auto& bounds : candidates) consider(bounds);
-  // Local search: move one cut to a neighbouring position while that helps.
-  for (bool improved = best.has_value() && !result.exhaustive; improved;) {
-    improved = false;
-    const std::vector<int> current = best->bounds;
-    for (int s = 1; s < S && !improved; ++s) {
-      const int at = static_cast<int>(std::lower_bound(P.begin(), P.end(), current[s]) - P.begin());
-      for (int d : {-1, 1}) {
-        const int to = at + d;
-        if (to < 1 || to > C - 2 || P[to] <= current[s - 1] || P[to] >= current[s + 1]) continue;
-        std::vector<int> moved = current;
-        moved[s] = P[to];
-        if (consider(moved)) {
-          improved = true;
-          break;
-        }
-      }
+  // Stages known only by a lower bound are costed exactly where the best split uses them,
+  // until the best split uses exact costs only: every other split costs at least its bound.
+  for (;;) {
+    std::optional<SplitPrediction> best = search();
+    if (!best) return result;
+    bool exact = true;
+    for (int s = 0; s < S; ++s) {
+      const int i = static_cast<int>(std::lower_bound(P.begin(), P.end(), best->bounds[s]) - P.begin());
+      const int j = static_cast<int>(std::lower_bound(P.begin(), P.end(), best->bounds[s + 1]) - P.begin());
+      StageCost& c = cost.at({s, i, j});
+      if (c.exact) continue;
+      exact = false;
+      c = evaluate(s, P[i], P[j]);
+      c.exact = true;
+      ++result.stages_refined;
+    }
+    if (exact) {
+      result.best = std::move(best);
+      return result;
     }
   }
-  if (!best) {
-    result.why = fastest ? fmt::format("no split meets the deadline of {:.6g} s per batch: the fastest found takes "
-                                       "{:.6g} s",
-                                       request.deadline_s, fastest->makespan_s)
-                         : "no split fits";
-    return result;
-  }
-  result.best = std::move(best);
-  return result;
 }
 
 }  // namespace ergon::planner

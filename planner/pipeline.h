@@ -105,6 +105,9 @@ struct StageCost {
   std::string why;  ///< why not, when not
   StageTimes times;
   double dynamic_j = 0;  ///< one micro-batch's energy above the board's idle power
+  /// False: a lower bound (each time and the energy at most the stage's best schedule's),
+  /// from a bound evaluator; best_split costs it exactly where a best split uses it.
+  bool exact = true;
 };
 
 /// What crossing one cut costs per micro-batch (activation forward, gradient back).
@@ -160,6 +163,7 @@ struct SplitResult {
   std::string why;  ///< no split: the reason
   std::size_t stages_evaluated = 0;
   std::size_t splits_simulated = 0;
+  std::size_t stages_refined = 0;  ///< stages costed exactly after a bound
   bool exhaustive = false;     ///< every split was simulated
   bool stopped_early = false;  ///< out_of_time stopped the evaluation
 };
@@ -172,7 +176,13 @@ struct SplitResult {
 ///   makespan ~ sum of stage and link times + (K - 1) x cap,
 /// each such split's timeline is simulated exactly, and moving any one cut to a neighbouring
 /// point is tried until nothing improves.
-SplitResult best_split(const SplitRequest& request, const StageEvaluator& evaluate);
+///
+/// With `bound`, every stage is first costed by `bound` (exactly, or by a lower bound marked
+/// inexact, e.g. store-all's costs where store-all does not fit); `evaluate` then costs
+/// exactly the inexact stages of the best split, and the search repeats until the best split
+/// is costed exactly. Times and energies only grow from a bound, so the answer is the same.
+SplitResult best_split(const SplitRequest& request, const StageEvaluator& evaluate,
+                       const StageEvaluator& bound = {});
 
 /// The split with stages as equal in forward op count as the cut points allow (a baseline).
 std::vector<int> equal_split(const SplitRequest& request);

@@ -192,6 +192,43 @@ TEST(PipelineSplit, TheDynamicProgramComesWithinOnePercentOfEverySplitTried) {
   EXPECT_GE(exact, 30);  // and finds the very best split in most cases
 }
 
+TEST(PipelineSplit, LowerBoundsRefinedWhereTheBestSplitUsesThemGiveTheSameSplit) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int ops = 10 + static_cast<int>(rng() % 12);
+    SplitRequest r = synthetic_request(rng, ops, 2 + static_cast<int>(rng() % 2));
+    Synthetic model;
+    std::uniform_real_distribution<double> u(0.5, 2);
+    for (int k = 0; k < ops; ++k) model.work.push_back(u(rng));
+    for (int s = 0; s < r.stages(); ++s) {
+      model.speed.push_back(u(rng));
+      model.power.push_back(u(rng));
+    }
+    // Stages of more than four ops are known only by a bound at first, 30 % below the truth.
+    int exact_calls = 0;
+    const StageEvaluator exact = [&](int s, int first, int end) {
+      ++exact_calls;
+      return model(s, first, end);
+    };
+    const StageEvaluator bound = [&](int s, int first, int end) {
+      StageCost c = model(s, first, end);
+      if (end - first > 4) {
+        c.exact = false;
+        c.times.forward_s *= 0.7;
+        c.times.backward_s *= 0.7;
+        c.dynamic_j *= 0.7;
+      }
+      return c;
+    };
+    const SplitResult plain = best_split(r, model);
+    const SplitResult lazy = best_split(r, exact, bound);
+    ASSERT_TRUE(plain.best && lazy.best) << trial;
+    EXPECT_DOUBLE_EQ(lazy.best->energy_j(), plain.best->energy_j()) << trial;
+    EXPECT_EQ(static_cast<std::size_t>(exact_calls), lazy.stages_refined);
+    EXPECT_LT(lazy.stages_refined, lazy.stages_evaluated);
+  }
+}
+
 TEST(PipelineSplit, EnergyCountsEveryBoardsIdleOverTheWholeBatch) {
   std::mt19937 rng(3);
   SplitRequest r = synthetic_request(rng, 10, 2);
