@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -19,6 +20,7 @@
 #include "planner/onnx_import.h"
 #include "planner/planners.h"
 #include "planner/zoo.h"
+#include "runtime/executor.h"
 
 namespace ergon::app {
 namespace {
@@ -125,6 +127,7 @@ class Pipeline {
   PipelineOutcome outcome(planner::SplitPrediction prediction) {
     PipelineOutcome o;
     o.model = forward_.name;
+    o.forward = std::make_shared<const planner::ForwardGraph>(forward_);
     o.ops = request_.ops;
     o.cuts = request_.cuts;
     o.order = planner::to_string(request_.order);
@@ -165,6 +168,7 @@ class Pipeline {
     st.fixed_bytes = graph.fixed_bytes;
     st.input_bytes = first > 0 ? forward_.ops[first - 1].output_bytes : 0;
     st.nodes = graph.size();
+    st.graph = graph;
     st.idle_w = graph.idle_power_w;
     const uint64_t m = static_cast<uint64_t>(st.in_flight);
     const uint64_t extra = st.fixed_bytes + m * st.input_bytes;
@@ -296,6 +300,76 @@ PipelineOutcome predict_pipeline(const PipelineArgs& args, const std::vector<int
                              &why);
   if (!prediction) throw InputError("this split does not fit: " + why);
   return p.outcome(*prediction);
+}
+
+GradientCheck check_gradients(const PipelineOutcome& o, const std::string& scratch) {
+  const auto start = Clock::now();
+  GradientCheck check;
+  check.microbatches = o.microbatches;
+  check.stages = static_cast<int>(o.stages.size());
+  const planner::ForwardGraph& forward = *o.forward;
+  const planner::TrainingGraph whole = runtime::structure_of(forward);
+  const std::filesystem::path root(scratch);
+  // Micro-batch j is the whole model's iteration with seed j + 1: its data, labels and
+  // parameters (the parameters are the first micro-batch's for all, as in one batch).
+  const auto params = runtime::initial_parameters(forward, whole, 1);
+  std::vector<planner::ForwardGraph> stage_forward;
+  std::vector<std::size_t> split;
+  for (const PipelineStage& st : o.stages) {
+    stage_forward.push_back(planner::stage_forward(forward, st.first_op, st.end_op));
+    split.push_back(planner::backward_part_begins(st.graph, st.schedule));
+  }
+  const int S = check.stages;
+  std::vector<std::vector<std::unique_ptr<runtime::TrainingIteration>>> it(static_cast<std::size_t>(S));
+  for (int s = 0; s < S; ++s)
+    for (int j = 0; j < o.microbatches; ++j) {
+      const PipelineStage& st = o.stages[s];
+      auto x = std::make_unique<runtime::TrainingIteration>(
+          stage_forward[s], st.graph, root / fmt::format("stage{}-mb{}", s, j), static_cast<uint32_t>(j + 1));
+      x->set_parameters({params.begin() + st.first_op, params.begin() + st.end_op});
+      it[s].push_back(std::move(x));
+    }
+  // The timeline's order: each board's forwards and backwards as the pipeline runs them.
+  std::vector<planner::PipelineTask> tasks;
+  for (const auto& t : o.prediction.timeline.tasks)
+    if (t.kind == planner::PipelineTask::Kind::kForward || t.kind == planner::PipelineTask::Kind::kBackward)
+      tasks.push_back(t);
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [](const planner::PipelineTask& a, const planner::PipelineTask& b) { return a.start_s < b.start_s; });
+  for (const auto& t : tasks) {
+    const auto s = static_cast<std::size_t>(t.stage);
+    const auto j = static_cast<std::size_t>(t.microbatch);
+    runtime::TrainingIteration& x = *it[s][j];
+    const auto& steps = o.stages[s].schedule.steps;
+    if (t.kind == planner::PipelineTask::Kind::kForward) {
+      if (s > 0) x.set_input(it[s - 1][j]->output());
+      for (std::size_t k = 0; k < split[s]; ++k) x.run(steps[k]);
+    } else {
+      if (s + 1 < it.size()) x.set_output_gradient(it[s + 1][j]->input_gradient());
+      for (std::size_t k = split[s]; k < steps.size(); ++k) x.run(steps[k]);
+    }
+  }
+  for (int j = 0; j < o.microbatches; ++j) {
+    const runtime::ExecutionResult expected =
+        runtime::execute(forward, whole, planner::store_all_schedule(whole), root / fmt::format("whole-mb{}", j),
+                         static_cast<uint32_t>(j + 1), &params);
+    for (int s = 0; s < S; ++s) {
+      const runtime::ExecutionResult got = it[s][j]->finish();
+      const PipelineStage& st = o.stages[s];
+      for (int op = st.first_op; op < st.end_op; ++op) {
+        if (expected.parameter_grads[op].empty()) continue;  // an op without parameters
+        ++check.parameter_tensors;
+        if (got.parameter_grads[static_cast<std::size_t>(op - st.first_op)] != expected.parameter_grads[op]) {
+          if (check.mismatches++ == 0)
+            check.first_mismatch = fmt::format("micro-batch {}, op {}", j, forward.ops[op].name);
+        }
+      }
+    }
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(root, ignored);
+  check.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return check;
 }
 
 std::vector<int> equal_starts(const PipelineArgs& args) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,7 @@ struct PipelineStage {
   double gap = 0;                    ///< its proven gap (0 for store-all: no schedule costs less)
   planner::ScheduleReport sim;       ///< the simulator's replay of one micro-batch
   planner::Schedule schedule;
+  planner::TrainingGraph graph;      ///< the stage's training graph on its board
   int nodes = 0;
   double idle_w = 0;
 };
@@ -70,6 +72,7 @@ struct PipelineLink {
 
 struct PipelineOutcome {
   std::string model;
+  std::shared_ptr<const planner::ForwardGraph> forward;  ///< the whole model
   int ops = 0;
   std::vector<planner::CutPoint> cuts;
   std::vector<PipelineStage> stages;
@@ -93,6 +96,23 @@ struct PipelineProgress {
 /// Splits the model over args.boards and predicts one batch. InputError naming the cause when
 /// no split exists (a part of the model no board holds, or a deadline no split meets).
 PipelineOutcome plan_pipeline(const PipelineArgs& args, const PipelineProgress& progress = {});
+
+/// What running a planned pipeline on real tensors gave: each micro-batch through every
+/// stage in the timeline's order (activations handed on, gradients handed back, each stage
+/// running its own schedule with real paging), against the whole model's store-all run on
+/// the same micro-batch.
+struct GradientCheck {
+  int microbatches = 0;
+  int stages = 0;
+  int parameter_tensors = 0;      ///< ops with parameters x micro-batches: gradients compared
+  int mismatches = 0;             ///< of those, not equal bit for bit
+  std::string first_mismatch;     ///< "micro-batch 2, op layer1.0.conv1"
+  double wall_s = 0;
+  [[nodiscard]] bool equal() const { return mismatches == 0; }
+};
+/// Runs `o` (zoo models only: the kernels need tensor shapes) in one process, paging under
+/// `scratch`. InputError for a model that cannot be executed.
+GradientCheck check_gradients(const PipelineOutcome& o, const std::string& scratch);
 
 /// The same pipeline with a given split, a baseline's: `starts` are the forward ops where
 /// stages 1.. begin (boards - 1 of them, rising). InputError where a stage does not fit or

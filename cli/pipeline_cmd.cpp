@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -152,11 +154,32 @@ int run_pipeline(const app::PipelineArgs& args, const PipelineOutput& output, st
   } else {
     o = app::predict_pipeline(args, output.split == "equal" ? app::equal_starts(args) : parse_split(output.split));
   }
-  if (output.json)
-    out << to_json(o).dump(2) << "\n";
-  else
+  std::optional<app::GradientCheck> check;
+  if (output.check_gradients) {
+    const auto scratch = std::filesystem::temp_directory_path() / fmt::format("ergon-pipeline-{}", ::getpid());
+    check = app::check_gradients(o, scratch.string());
+  }
+  if (output.json) {
+    nlohmann::json j = to_json(o);
+    if (check)
+      j["gradient_check"] = {{"microbatches", check->microbatches},       {"stages", check->stages},
+                             {"parameter_tensors", check->parameter_tensors}, {"mismatches", check->mismatches},
+                             {"first_mismatch", check->first_mismatch},       {"equal", check->equal()},
+                             {"wall_s", check->wall_s}};
+    out << j.dump(2) << "\n";
+  } else {
     print_text(o, out);
-  return 0;
+    if (check)
+      out << (check->equal()
+                  ? fmt::format("gradients: {} micro-batches through {} stages on real tensors, each stage on its own "
+                                "schedule, equal a single-process store-all run bit for bit ({} parameter tensors, "
+                                "{:.1f} s)\n",
+                                check->microbatches, check->stages, check->parameter_tensors, check->wall_s)
+                  : fmt::format("gradients: {} of {} parameter tensors differ from a single-process store-all run "
+                                "(first: {})\n",
+                                check->mismatches, check->parameter_tensors, check->first_mismatch));
+  }
+  return check && !check->equal() ? 1 : 0;
 }
 
 }  // namespace ergon::cli

@@ -12,6 +12,9 @@ namespace ergon::cli {
 struct PipelineOutput {
   bool json = false;
   std::string split = "best";
+  /// Runs the planned pipeline on real tensors in this process and compares its gradients
+  /// with a single-process store-all run.
+  bool check_gradients = false;
 };
 
 /// Plans (or predicts the split asked for) and prints the stages, links and per-batch

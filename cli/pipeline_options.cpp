@@ -51,6 +51,9 @@ void add_pipeline_command(CLI::App& app, Commands& commands) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   c->add_option("--threads", args.threads, "solver threads")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_flag("--check-gradients", output.check_gradients,
+              "run the planned pipeline on real tensors in this process and compare its gradients with a "
+              "single-process store-all run (zoo models)");
   c->add_flag("--json", output.json, "print JSON: stages, links, prediction and the timeline");
   commands.add(c, [] {
     if (link_energy >= 0) args.link_energy_j_per_byte = link_energy;

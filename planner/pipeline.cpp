@@ -97,6 +97,15 @@ TrainingGraph build_stage_graph(const ForwardGraph& forward, int first, int end,
   return g;
 }
 
+std::size_t backward_part_begins(const TrainingGraph& graph, const Schedule& schedule) {
+  for (std::size_t k = 0; k < schedule.steps.size(); ++k) {
+    const Step& step = schedule.steps[k];
+    if (step.kind == StepKind::kCompute && graph.nodes[static_cast<std::size_t>(step.node)].phase != NodePhase::kForward)
+      return k;
+  }
+  return schedule.steps.size();
+}
+
 std::string to_string(PipelineOrder order) { return order == PipelineOrder::kGPipe ? "gpipe" : "1f1b"; }
 
 PipelineOrder parse_pipeline_order(const std::string& text) {

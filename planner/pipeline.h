@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "planner/graph.h"
+#include "planner/schedule.h"
 
 namespace ergon::planner {
 
@@ -42,6 +43,11 @@ ForwardGraph stage_forward(const ForwardGraph& forward, int first, int end);
 /// needs none). Fixed bytes are the stage's own parameters, gradients and optimizer state.
 TrainingGraph build_stage_graph(const ForwardGraph& forward, int first, int end, const CostModel& costs,
                                 int optimizer_copies = 1);
+
+/// Where a stage's schedule hands its activation on: the index of the first step computing a
+/// node past the forward ones (the loss, or the receive-gradient node); steps before it are
+/// the micro-batch's forward part, the rest its backward part. steps.size() when none.
+std::size_t backward_part_begins(const TrainingGraph& graph, const Schedule& schedule);
 
 /// How micro-batches take turns on a board.
 /// k1F1B (PipeDream-Flush): stage s runs S - 1 - s forwards, then alternates one forward and

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <span>
 
@@ -62,6 +63,7 @@ class TrainingIteration::Impl {
       throw InputError(f_.name + " has no tensor shapes (only zoo models can be executed)");
     if (g_.size() != 2 * n_ + 1) throw InputError("the training graph does not belong to " + f_.name);
     for (int i = 0; i < n_; ++i) check_supported(i);
+    receives_gradient_ = g_.nodes[static_cast<std::size_t>(n_)].op == "receive";
     if (f_.ops.front().op == "embedding") {
       std::mt19937 rng(seed);
       std::uniform_int_distribution<int64_t> token(0, static_cast<int64_t>(f_.ops.front().table_rows.front()) - 1);
@@ -94,6 +96,37 @@ class TrainingIteration::Impl {
         throw InputError("op " + f_.ops[i].name + " has " + std::to_string(params_[i].size()) +
                          " parameters, not " + std::to_string(params[i].size()));
     params_ = params;
+  }
+
+  void set_input(Buffer input) {
+    if (!ids_.empty()) throw InputError(f_.name + " begins with an embedding: its input is token ids, not an activation");
+    if (input.size() != elements(f_.input_shape))
+      throw InputError(f_.name + "'s input has " + std::to_string(elements(f_.input_shape)) + " values, not " +
+                       std::to_string(input.size()));
+    data_ = std::move(input);
+    keep_input_gradient_ = true;
+  }
+
+  void set_output_gradient(Buffer gradient) {
+    if (!receives_gradient_) throw InputError(f_.name + " ends with its loss: it receives no gradient");
+    if (gradient.size() != elements(f_.ops.back().shape))
+      throw InputError(f_.name + "'s output gradient has " + std::to_string(elements(f_.ops.back().shape)) +
+                       " values, not " + std::to_string(gradient.size()));
+    received_gradient_ = std::move(gradient);
+  }
+
+  Buffer output() const { return need(n_ - 1); }
+
+  Buffer input_gradient() const {
+    if (!keep_input_gradient_) throw InputError(f_.name + " was given no input (set_input): it keeps no input gradient");
+    Buffer sum(elements(f_.input_shape), 0.0F);
+    bool any = false;
+    for (const auto& [op, part] : input_grad_parts_) {  // ascending op, as output_gradient sums
+      for (std::size_t j = 0; j < sum.size(); ++j) sum[j] += part[j];
+      any = true;
+    }
+    if (!any) throw DeviceError(f_.name + ": no backward step has computed its input's gradient yet");
+    return sum;
   }
 
   void run(const planner::Step& st) {
@@ -138,6 +171,8 @@ class TrainingIteration::Impl {
 
   void next_iteration() {
     remove_files();
+    input_grad_parts_.clear();
+    received_gradient_.reset();
     ram_.clear();
     paged_size_.clear();
     computed_.clear();
@@ -278,6 +313,10 @@ class TrainingIteration::Impl {
   void compute(int node) {
     if (node < n_) {
       ram_[node] = forward(node);
+    } else if (node == n_ && receives_gradient_) {
+      need(n_ - 1);  // the output went downstream before its gradient came back
+      if (!received_gradient_) fail("receives the gradient of the stage's output, which was not given");
+      ram_[node] = *received_gradient_;
     } else if (node == n_) {
       const Buffer& logits = need(n_ - 1);
       const std::size_t classes = f_.ops[n_ - 1].shape.back();
@@ -510,6 +549,19 @@ class TrainingIteration::Impl {
       k::attention_context_backward(attention_shape(op.inputs[0]), input_of(i, 0), input_of(i, 1), dy,
                                     dxs.first(scores), dxs.subspan(scores));
     }
+    if (keep_input_gradient_ && computed_[static_cast<std::size_t>(2 * n_ - i)] == 0) {
+      // The stage's input gradient goes back upstream: keep each op's share of it.
+      std::size_t offset = 0;
+      for (std::size_t input = 0; input < op.inputs.size(); ++input) {
+        const std::size_t size = in_elements(i, input);
+        if (op.inputs[input] == kGraphInput) {
+          Buffer& part = input_grad_parts_[i];
+          part.resize(size, 0.0F);
+          for (std::size_t j = 0; j < size; ++j) part[j] += dx[offset + j];
+        }
+        offset += size;
+      }
+    }
     if (data_only) return {};
     return dx;
   }
@@ -527,6 +579,12 @@ class TrainingIteration::Impl {
   std::vector<char> computed_;
   std::size_t step_ = 0;
   ExecutionResult result_;
+  /// A pipeline stage: its loss node receives the next stage's gradient (planner's
+  /// build_stage_graph), and an input given by set_input gets its gradient kept.
+  bool receives_gradient_ = false;
+  bool keep_input_gradient_ = false;
+  std::optional<Buffer> received_gradient_;
+  std::map<int, Buffer> input_grad_parts_;
 };
 
 TrainingIteration::TrainingIteration(const planner::ForwardGraph& forward, const planner::TrainingGraph& graph,
@@ -538,6 +596,12 @@ void TrainingIteration::set_parameters(const std::vector<std::vector<float>>& pa
   impl_->set_parameters(parameters);
 }
 void TrainingIteration::run(const planner::Step& step) { impl_->run(step); }
+void TrainingIteration::set_input(std::vector<float> input) { impl_->set_input(std::move(input)); }
+void TrainingIteration::set_output_gradient(std::vector<float> gradient) {
+  impl_->set_output_gradient(std::move(gradient));
+}
+std::vector<float> TrainingIteration::output() const { return impl_->output(); }
+std::vector<float> TrainingIteration::input_gradient() const { return impl_->input_gradient(); }
 ExecutionResult TrainingIteration::finish() { return impl_->finish(); }
 
 void TrainingIteration::next_iteration() { impl_->next_iteration(); }

@@ -51,6 +51,19 @@ class TrainingIteration {
   void set_parameters(const std::vector<std::vector<float>>& parameters);
 
   void run(const planner::Step& step);
+
+  /// A pipeline stage (planner::build_stage_graph) runs on tensors from its neighbours:
+  /// set_input replaces the seeded data with the previous stage's activation (and keeps the
+  /// gradient of it, input_gradient(), to send back); set_output_gradient gives the next
+  /// stage's gradient of this stage's output, which the "receive gradient" node takes in the
+  /// loss's place; output() is the activation to send on (the last op's output, which must be
+  /// in memory). InputError on a size mismatch.
+  void set_input(std::vector<float> input);
+  void set_output_gradient(std::vector<float> gradient);
+  [[nodiscard]] std::vector<float> output() const;
+  /// The gradient of the input given to set_input, summed over the ops that read it in op
+  /// order (as a whole model sums an activation's gradient over its consumers).
+  [[nodiscard]] std::vector<float> input_gradient() const;
   /// The loss, the gradients and the counts so far; removes the paged files.
   ExecutionResult finish();
   /// Starts the iteration over on the same parameters and data, as a training loop's next

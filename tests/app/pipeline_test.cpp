@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "common/error.h"
 #include "planner/schedule.h"
 
@@ -103,6 +105,24 @@ TEST(Pipeline, ABudgetBelowTheModelsWeightsSaysWhichOpsFitNoBoard) {
     EXPECT_NE(std::string(e.what()).find("can hold them"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("1048576 B"), std::string::npos) << e.what();
   }
+}
+
+TEST(Pipeline, ThePlannedPipelineOnRealTensorsGivesTheWholeModelsGradients) {
+  PipelineArgs a = resnet_on_two_pi4s();
+  a.microbatches = 2;
+  const PipelineOutcome o = plan_pipeline(a);
+  const GradientCheck c = check_gradients(o, (std::filesystem::temp_directory_path() / "ergon_app_pipeline").string());
+  EXPECT_TRUE(c.equal()) << c.first_mismatch;
+  EXPECT_EQ(c.microbatches, 2);
+  EXPECT_GT(c.parameter_tensors, 2 * 20);  // ResNet-18's convolutions, norms and classifier
+  PipelineArgs m;
+  m.model = "mlp:64,32,32,32,10";
+  m.boards.assign(3, "pi4");
+  m.microbatches = 3;
+  m.order = "gpipe";
+  const GradientCheck three = check_gradients(plan_pipeline(m), (std::filesystem::temp_directory_path() / "ergon_app_mlp").string());
+  EXPECT_TRUE(three.equal()) << three.first_mismatch;
+  EXPECT_EQ(three.stages, 3);
 }
 
 TEST(Pipeline, BadRequestsAreRefusedInOneLine) {
