@@ -465,7 +465,8 @@ SplitResult best_split(const SplitRequest& request, const StageEvaluator& evalua
           if (to > end_hi(s)) continue;
           const StageCost& c = cost.at({s, from, to});
           fits = c.feasible;
-          if (!fits && first_why.empty())
+          // The clearest reason is that of a board that would run these ops alone.
+          if (!fits && (first_why.empty() || (from == i && to == i + 1)))
             first_why = fmt::format("board {} would run ops {}..{}: {}", s, P[from], P[to] - 1, c.why);
         }
         if (!fits) {
