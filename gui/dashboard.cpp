@@ -21,10 +21,15 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <optional>
+
+#include <fmt/format.h>
 
 #include "app/pareto.h"
+#include "app/pipeline.h"
 #include "app/plan.h"
 #include "common/error.h"
+#include "common/units.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
 #include "costdb/plans.h"
@@ -135,6 +140,32 @@ class Dashboard : public QMainWindow {
     costs_ = new CostView;
     tabs_->addTab(costs_, "Costs");
 
+    auto* pipeline_tab = new QWidget;
+    auto* pipel = new QVBoxLayout(pipeline_tab);
+    auto* form = new QHBoxLayout;
+    pipe_model_ = new QComboBox;
+    for (const auto& m : planner::zoo_models()) pipe_model_->addItem(QString::fromStdString(m.name));
+    pipe_model_->setEditable(true);
+    pipe_model_->setCurrentText("resnet18-cifar");
+    pipe_boards_ = new QLineEdit("pi4,pi4");
+    pipe_microbatches_ = new QSpinBox;
+    pipe_microbatches_->setRange(1, 256);
+    pipe_microbatches_->setValue(4);
+    pipe_order_ = new QComboBox;
+    pipe_order_->addItems({"1f1b", "gpipe"});
+    pipe_throughput_ = new QCheckBox("least time");
+    pipe_button_ = new QPushButton("Plan");
+    for (QWidget* w : std::initializer_list<QWidget*>{new QLabel("model:"), pipe_model_, new QLabel("boards:"), pipe_boards_,
+                                                      new QLabel("micro-batches:"), pipe_microbatches_, pipe_order_,
+                                                      pipe_throughput_, pipe_button_})
+      form->addWidget(w);
+    form->addStretch(1);
+    pipel->addLayout(form);
+    pipeline_ = new PipelineView;
+    pipel->addWidget(pipeline_, 1);
+    tabs_->addTab(pipeline_tab, "Pipeline");
+    connect(pipe_button_, &QPushButton::clicked, this, [this] { plan_pipeline_async(); });
+
     pareto_->on_plan = [this](int64_t id) {
       const int i = left_plan_->findData(QVariant::fromValue<qlonglong>(id));
       if (i >= 0) left_plan_->setCurrentIndex(i);
@@ -197,11 +228,22 @@ class Dashboard : public QMainWindow {
     costs_->set_validations(costdb::list_validations(db));
     reload_runs(false);
     if (wait) {
-      power_->set_trace(load_power_trace(db, current_run()), run_->currentText());
+      // A database without runs yet (plans only, or new) has no trace to show.
+      if (run_->count() > 0) power_->set_trace(load_power_trace(db, current_run()), run_->currentText());
     } else {
       load_trace_async();
     }
   }
+
+  /// Plans the Pipeline tab's request on this thread (the default one is quick).
+  void plan_pipeline_now() {
+    try {
+      show_pipeline(app::plan_pipeline(pipeline_args()));
+    } catch (const Error& e) {
+      statusBar()->showMessage(e.what());
+    }
+  }
+  [[nodiscard]] std::size_t pipeline_bars() const { return pipeline_->gantt()->bars(); }
 
   QTabWidget* tabs() { return tabs_; }
   PowerView* power() { return power_; }
@@ -260,6 +302,66 @@ class Dashboard : public QMainWindow {
         load(false);
       }, Qt::QueuedConnection);
     });
+  }
+
+  app::PipelineArgs pipeline_args() const {
+    app::PipelineArgs args;
+    args.model = pipe_model_->currentText().toStdString();
+    const QStringList boards = pipe_boards_->text().split(',', Qt::SkipEmptyParts);
+    for (const QString& b : boards) args.boards.push_back(b.trimmed().toStdString());
+    args.microbatches = pipe_microbatches_->value();
+    args.order = pipe_order_->currentText().toStdString();
+    args.throughput = pipe_throughput_->isChecked();
+    args.time_limit_s = 30;
+    return args;
+  }
+
+  /// Plans on a worker thread (ergon pipeline's code), then draws the result.
+  void plan_pipeline_async() {
+    const app::PipelineArgs args = pipeline_args();
+    pipe_button_->setEnabled(false);
+    statusBar()->showMessage("planning a pipeline of " + pipe_model_->currentText());
+    QThreadPool::globalInstance()->start([this, args] {
+      auto outcome = std::make_shared<std::optional<app::PipelineOutcome>>();
+      QString error;
+      try {
+        *outcome = app::plan_pipeline(args);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+      QMetaObject::invokeMethod(this, [this, outcome, error] {
+        pipe_button_->setEnabled(true);
+        if (!error.isEmpty()) return statusBar()->showMessage(error);
+        show_pipeline(**outcome);
+        statusBar()->showMessage("planned");
+      }, Qt::QueuedConnection);
+    });
+  }
+
+  void show_pipeline(const app::PipelineOutcome& o) {
+    std::vector<std::string> boards, links;
+    std::vector<PipelineView::Board> energy;
+    const auto& p = o.prediction;
+    for (std::size_t s = 0; s < o.stages.size(); ++s) {
+      const auto& st = o.stages[s];
+      boards.push_back(fmt::format("{} {}: ops {}..{}", s, st.board, st.first_op, st.end_op - 1));
+      energy.push_back({QString::fromStdString(fmt::format("{} {}", s, st.board)),
+                        o.microbatches * p.stages[s].dynamic_j, st.idle_w * p.makespan_s});
+    }
+    for (const auto& l : o.links) links.push_back(fmt::format("{} ({})", l.kind, format_bytes(l.bytes)));
+    QString summary = QString::fromStdString(fmt::format(
+        "<b>{}</b>, {} micro-batches, {}: <b>{:.4g} s</b> and <b>{}{:.4g} J</b> per batch", o.model, o.microbatches,
+        o.order, p.makespan_s, o.missing_link_energy.empty() ? "" : "&ge; ", p.energy_j()));
+    for (std::size_t s = 0; s < o.stages.size(); ++s) {
+      const auto& st = o.stages[s];
+      summary += QString::fromStdString(fmt::format(
+          "<br>stage {} on {}: {} .. {}, {}, {} of {} ({} in flight), idle {:.0f} %", s, st.board, st.first_name,
+          st.last_name, st.planner, format_bytes(st.memory_bytes), format_bytes(st.budget_bytes), st.in_flight,
+          100 * p.timeline.bubble_fraction(static_cast<int>(s))));
+    }
+    for (const auto& m : o.missing_link_energy)
+      summary += QString::fromStdString("<br><i>" + m + ": left out of the energy</i>");
+    pipeline_->set_pipeline(pipeline_gantt(p.timeline, boards, links), energy, p.link_j, summary);
   }
 
   void show_schedules() {
@@ -334,12 +436,19 @@ class Dashboard : public QMainWindow {
   QPushButton *sweep_button_, *cancel_button_;
   QProgressBar* progress_;
   std::atomic<bool> cancel_{false};
+  QComboBox *pipe_model_, *pipe_order_;
+  QLineEdit* pipe_boards_;
+  QSpinBox* pipe_microbatches_;
+  QCheckBox* pipe_throughput_;
+  QPushButton* pipe_button_;
+  PipelineView* pipeline_;
 };
 
 int run_dashboard(int argc, char** argv, const DashboardOptions& options) {
   QApplication app(argc, argv);
   Dashboard window(options);
   window.load(false);
+  window.plan_pipeline_now();
   window.resize(1400, 900);
   window.show();
   return QApplication::exec();
@@ -359,6 +468,7 @@ DashboardWindow::DashboardWindow(const DashboardOptions& options, int width, int
   window_ = std::make_unique<Dashboard>(options);
   window_->resize(width, height);
   window_->load(true);
+  window_->plan_pipeline_now();
   window_->show();
 }
 
@@ -380,11 +490,12 @@ void DashboardWindow::run_events_for(double seconds) {
 }
 
 PowerTabState DashboardWindow::power() const { return window_->power_state(); }
+std::size_t DashboardWindow::pipeline_bars() const { return window_->pipeline_bars(); }
 
 std::vector<std::filesystem::path> DashboardWindow::render(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   std::vector<std::filesystem::path> out;
-  const char* names[] = {"pareto.png", "schedules.png", "power.png", "costs.png"};
+  const char* names[] = {"pareto.png", "schedules.png", "power.png", "costs.png", "pipeline.png"};
   for (int i = 0; i < window_->tabs()->count(); ++i) {
     window_->tabs()->setCurrentIndex(i);
     for (int k = 0; k < 5; ++k) QApplication::processEvents();

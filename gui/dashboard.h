@@ -2,7 +2,8 @@
 
 // `ergon dashboard`: the desktop view of a cost database (Qt 6 Widgets + Qt Charts): Pareto
 // fronts of the stored plans, two schedules side by side with their memory over time, a
-// run's power trace with its op spans (live while it records), and the cost table.
+// run's power trace with its op spans (live while it records), the cost table, and a
+// pipeline over several boards (its timeline and energy per board).
 
 #include <cstdint>
 #include <cstddef>
@@ -45,7 +46,9 @@ class DashboardWindow {
   /// Runs Qt's events for `seconds` (the live view polls the database once a second).
   void run_events_for(double seconds);
   [[nodiscard]] PowerTabState power() const;
-  /// Grabs each tab to `dir` (pareto.png, schedules.png, power.png, costs.png).
+  /// Bars on the Pipeline tab's timeline (it plans resnet18-cifar on two Pi 4s at start).
+  [[nodiscard]] std::size_t pipeline_bars() const;
+  /// Grabs each tab to `dir` (pareto.png, schedules.png, power.png, costs.png, pipeline.png).
   std::vector<std::filesystem::path> render(const std::filesystem::path& dir);
 
  private:
@@ -55,7 +58,7 @@ class DashboardWindow {
 };
 
 /// Renders every view of the dashboard to PNG files in `dir` (pareto.png, schedules.png,
-/// power.png, costs.png) at `width` x `height`, without a display (QT_QPA_PLATFORM=offscreen
+/// power.png, costs.png, pipeline.png) at `width` x `height`, without a display (QT_QPA_PLATFORM=offscreen
 /// is set when none is). Returns the files written.
 std::vector<std::filesystem::path> render_dashboard(const DashboardOptions& options,
                                                     const std::filesystem::path& dir,

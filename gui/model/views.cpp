@@ -153,4 +153,20 @@ PowerTrace load_power_trace(costdb::Database& db, int64_t run_id) {
   return power_trace(costdb::load_run_data(db, run_id));
 }
 
+Gantt pipeline_gantt(const planner::PipelineTimeline& timeline, const std::vector<std::string>& boards,
+                     const std::vector<std::string>& links) {
+  Gantt g;
+  g.makespan_s = timeline.makespan_s;
+  for (std::size_t s = 0; s < boards.size(); ++s) {
+    g.lanes.push_back(boards[s]);
+    if (s < links.size()) g.lanes.push_back(links[s]);
+  }
+  using Kind = planner::PipelineTask::Kind;
+  for (const auto& t : timeline.tasks) {
+    const bool transfer = t.kind == Kind::kActivation || t.kind == Kind::kGradient;
+    g.bars.push_back({2 * t.stage + (transfer ? 1 : 0), t.start_s, t.end_s, t.kind, t.microbatch});
+  }
+  return g;
+}
+
 }  // namespace ergon::gui

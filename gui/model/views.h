@@ -16,6 +16,7 @@
 #include "costdb/plans.h"
 #include "gui/model/decimate.h"
 #include "planner/graph.h"
+#include "planner/pipeline.h"
 #include "planner/schedule.h"
 
 namespace ergon::gui {
@@ -83,5 +84,24 @@ struct PowerTrace {
 };
 PowerTrace power_trace(const costdb::RunData& run);
 PowerTrace load_power_trace(costdb::Database& db, int64_t run_id);
+
+// ---- Pipelines ----
+
+/// A pipeline's timeline as lanes of bars: each board's forwards and backwards, and under it
+/// the link to the next board with its activations and gradients.
+struct GanttBar {
+  int lane = 0;
+  double start_s = 0, end_s = 0;
+  planner::PipelineTask::Kind kind = planner::PipelineTask::Kind::kForward;
+  int microbatch = 0;
+};
+struct Gantt {
+  std::vector<std::string> lanes;  ///< top to bottom: board 0, link 0, board 1, ...
+  std::vector<GanttBar> bars;
+  double makespan_s = 0;
+};
+/// `boards[s]` names stage s's lane and `links[s]` the link after it (stages - 1 of them).
+Gantt pipeline_gantt(const planner::PipelineTimeline& timeline, const std::vector<std::string>& boards,
+                     const std::vector<std::string>& links);
 
 }  // namespace ergon::gui

@@ -1,6 +1,9 @@
 #include "gui/widgets/views.h"
 
 #include <QAreaSeries>
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QHorizontalStackedBarSeries>
 #include <QChart>
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
@@ -455,6 +458,124 @@ void CostView::set_costs(const std::vector<costdb::OpCostRow>& rows) {
   QChart* old = scatter_->chart();
   scatter_->setChart(chart);
   delete old;
+}
+
+// ---- Pipelines ----
+
+GanttView::GanttView(QWidget* parent) : QWidget(parent) { setMinimumHeight(220); }
+
+void GanttView::set_gantt(Gantt gantt, QString title) {
+  gantt_ = std::move(gantt);
+  title_ = std::move(title);
+  update();
+}
+
+void GanttView::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.fillRect(rect(), Qt::white);
+  p.drawText(QRect(0, 0, width(), 20), Qt::AlignCenter, title_);
+  if (gantt_.lanes.empty() || gantt_.makespan_s <= 0) return;
+  const double label_w = 150;
+  const QRectF area(label_w, 24, width() - label_w - 12, height() - 64);
+  const double lane_h = area.height() / static_cast<double>(gantt_.lanes.size());
+  const double x_per_s = area.width() / gantt_.makespan_s;
+  using Kind = planner::PipelineTask::Kind;
+  auto color = [](Kind k, int microbatch) {
+    const QColor base = k == Kind::kForward    ? QColor(46, 139, 87)
+                        : k == Kind::kBackward ? QColor(204, 0, 0)
+                        : k == Kind::kActivation ? QColor(52, 101, 164)
+                                                 : QColor(117, 80, 123);
+    return microbatch % 2 == 0 ? base : base.lighter(140);  // neighbours stay apart
+  };
+  for (std::size_t l = 0; l < gantt_.lanes.size(); ++l) {
+    const double y = area.top() + static_cast<double>(l) * lane_h;
+    if (l % 2 == 1) p.fillRect(QRectF(area.left(), y, area.width(), lane_h), QColor(245, 245, 245));
+    p.setPen(Qt::black);
+    p.drawText(QRectF(0, y, label_w - 6, lane_h), Qt::AlignRight | Qt::AlignVCenter,
+               QString::fromStdString(gantt_.lanes[l]));
+  }
+  for (const GanttBar& b : gantt_.bars) {
+    const bool transfer = b.kind == Kind::kActivation || b.kind == Kind::kGradient;
+    const double y = area.top() + b.lane * lane_h;
+    // Activations in the upper half of a link's lane, gradients in the lower one.
+    const double top = transfer && b.kind == Kind::kGradient ? y + lane_h / 2 : y + 2;
+    const double h = transfer ? lane_h / 2 - 2 : lane_h - 4;
+    const QRectF r(area.left() + b.start_s * x_per_s, top, std::max(1.0, (b.end_s - b.start_s) * x_per_s), h);
+    p.fillRect(r, color(b.kind, b.microbatch));
+    if (r.width() > 14 && !transfer) {
+      p.setPen(Qt::white);
+      p.drawText(r, Qt::AlignCenter, QString::number(b.microbatch));
+    }
+  }
+  p.setPen(Qt::gray);
+  p.drawRect(area);
+  p.setPen(Qt::black);
+  // Time axis: five ticks.
+  for (int k = 0; k <= 4; ++k) {
+    const double t = gantt_.makespan_s * k / 4;
+    const double x = area.left() + t * x_per_s;
+    p.drawLine(QPointF(x, area.bottom()), QPointF(x, area.bottom() + 4));
+    p.drawText(QRectF(x - 40, area.bottom() + 4, 80, 16), Qt::AlignCenter, QString::number(t, 'g', 3) + " s");
+  }
+  const std::pair<Kind, const char*> legend[] = {{Kind::kForward, "forward"}, {Kind::kBackward, "backward"},
+                                                 {Kind::kActivation, "activation sent"},
+                                                 {Kind::kGradient, "gradient sent back"}};
+  double lx = area.left();
+  for (const auto& [k, name] : legend) {
+    p.fillRect(QRectF(lx, height() - 18, 12, 12), color(k, 0));
+    p.drawText(QPointF(lx + 16, height() - 8), name);
+    lx += 150;
+  }
+}
+
+PipelineView::PipelineView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  summary_ = new QLabel;
+  summary_->setWordWrap(true);
+  summary_->setTextFormat(Qt::RichText);
+  layout->addWidget(summary_);
+  gantt_ = new GanttView;
+  layout->addWidget(gantt_, 3);
+  energy_ = new QChartView;
+  energy_->setRenderHint(QPainter::Antialiasing);
+  layout->addWidget(energy_, 2);
+}
+
+void PipelineView::set_pipeline(Gantt gantt, const std::vector<Board>& boards, double link_j, QString summary) {
+  gantt_->set_gantt(std::move(gantt), "one batch, micro-batch numbers on the bars");
+  summary_->setText(summary);
+  auto* chart = new QChart;
+  chart->setTitle("energy per batch by board (J)");
+  auto* above = new QBarSet("above idle");
+  auto* idle = new QBarSet("idle through the batch");
+  auto* links = new QBarSet("links (where published)");
+  QStringList names;
+  for (const Board& b : boards) {
+    *above << b.compute_j;
+    *idle << b.idle_j;
+    *links << 0.0;
+    names << b.name;
+  }
+  *above << 0.0;
+  *idle << 0.0;
+  *links << link_j;
+  names << "links";
+  auto* series = new QHorizontalStackedBarSeries;
+  series->append(above);
+  series->append(idle);
+  series->append(links);
+  chart->addSeries(series);
+  auto* y = new QBarCategoryAxis;
+  y->append(names);
+  chart->addAxis(y, Qt::AlignLeft);
+  series->attachAxis(y);
+  auto* x = new QValueAxis;
+  x->setLabelFormat("%.3g");
+  chart->addAxis(x, Qt::AlignBottom);
+  series->attachAxis(x);
+  QChart* old = energy_->chart();
+  energy_->setChart(chart);
+  delete old;  // released, not deleted, by setChart
 }
 
 }  // namespace ergon::gui

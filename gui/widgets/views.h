@@ -112,4 +112,39 @@ class CostView : public QWidget {
   QChartView* validations_;
 };
 
+/// A pipeline's timeline: a lane per board and per link, a bar per forward, backward and
+/// transfer, shaded by micro-batch, on one time axis (painted, like the schedule grid).
+class GanttView : public QWidget {
+ public:
+  explicit GanttView(QWidget* parent = nullptr);
+  void set_gantt(Gantt gantt, QString title);
+  [[nodiscard]] QSize sizeHint() const override { return {900, 300}; }
+  [[nodiscard]] std::size_t bars() const { return gantt_.bars.size(); }
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+
+ private:
+  Gantt gantt_;
+  QString title_;
+};
+
+/// One pipeline plan: its timeline, each board's energy per batch (above idle, and idle over
+/// the batch), and the split in words.
+class PipelineView : public QWidget {
+ public:
+  explicit PipelineView(QWidget* parent = nullptr);
+  struct Board {
+    QString name;
+    double compute_j = 0, idle_j = 0;
+  };
+  void set_pipeline(Gantt gantt, const std::vector<Board>& boards, double link_j, QString summary);
+  [[nodiscard]] const GanttView* gantt() const { return gantt_; }
+
+ private:
+  GanttView* gantt_;
+  QChartView* energy_;
+  QLabel* summary_;
+};
+
 }  // namespace ergon::gui

@@ -39,7 +39,7 @@ TEST(Dashboard, RendersEveryViewOfASimulatorDatabaseToAPicture) {
   }
   const fs::path shots = fs::path(ERGON_BINARY_DIR) / "tests" / "gui" / "screenshots";
   const auto files = gui::render_dashboard({.db = dir / "lab.db"}, shots, 1400, 900);
-  ASSERT_EQ(files.size(), 4U);
+  ASSERT_EQ(files.size(), 5U);  // pareto, schedules, power, costs, pipeline
   for (const auto& f : files) {
     SCOPED_TRACE(f.string());
     QImage image(QString::fromStdString(f.string()));
@@ -51,6 +51,19 @@ TEST(Dashboard, RendersEveryViewOfASimulatorDatabaseToAPicture) {
       for (int xx = 0; xx < image.width(); xx += 7) colours.insert(image.pixel(xx, yy));
     EXPECT_GT(colours.size(), 20U);
   }
+  fs::remove_all(dir);
+}
+
+TEST(Dashboard, ThePipelineTabShowsEveryBoardsAndLinksTasksOfTheDefaultPlan) {
+  const fs::path dir = fs::temp_directory_path() / ("ergon-dashboard-pipe-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  {
+    auto db = costdb::Database::open(dir / "empty.db");
+  }
+  gui::DashboardWindow window({.db = dir / "empty.db"});
+  // resnet18-cifar on two Pi 4s, four micro-batches: 2 boards x 8 tasks + 1 link x 8 transfers.
+  EXPECT_EQ(window.pipeline_bars(), 24U);
   fs::remove_all(dir);
 }
 

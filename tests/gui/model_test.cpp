@@ -163,5 +163,27 @@ TEST(PowerViews, SamplesAndSpansShareOneTimeAxisFromTheRunsStart) {
   EXPECT_TRUE(power_trace(costdb::RunData{}).t_s.empty()) << "an empty run is an empty trace";
 }
 
+TEST(PipelineViews, EachBoardAndEachLinkIsALaneWhoseBarsNeverOverlap) {
+  using planner::StageTimes;
+  const std::vector<StageTimes> stages{{1.0, 2.0}, {1.5, 2.5}, {0.5, 1.0}};
+  const std::vector<planner::LinkModel> links{{1000, 1e4, 0.01, true}, {1000, 1e4, 0.01, false}};
+  const auto timeline = planner::simulate_pipeline(stages, links, 4, planner::PipelineOrder::k1F1B);
+  const Gantt g = pipeline_gantt(timeline, {"pi4", "pi4", "tx2"}, {"ethernet", "usb-cdc"});
+  EXPECT_EQ(g.lanes, (std::vector<std::string>{"pi4", "ethernet", "pi4", "usb-cdc", "tx2"}));
+  ASSERT_EQ(g.bars.size(), timeline.tasks.size());
+  EXPECT_DOUBLE_EQ(g.makespan_s, timeline.makespan_s);
+  for (std::size_t lane = 0; lane < g.lanes.size(); ++lane) {
+    std::vector<std::pair<double, double>> spans;
+    for (const auto& b : g.bars)
+      if (b.lane == static_cast<int>(lane)) spans.emplace_back(b.start_s, b.end_s);
+    EXPECT_EQ(spans.size(), 8U) << g.lanes[lane];  // a forward and a backward, or both transfers, per micro-batch
+    std::sort(spans.begin(), spans.end());
+    // A board runs one task at a time; a full-duplex link may move both ways at once.
+    if (lane % 2 == 0 || lane == 3) {
+      for (std::size_t k = 1; k < spans.size(); ++k) EXPECT_LE(spans[k - 1].second, spans[k].first + 1e-12);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ergon::gui
