@@ -14,6 +14,8 @@
 #include "app/plan.h"
 #include "app/quantities.h"
 #include "common/error.h"
+#include "costdb/costs.h"
+#include "costdb/database.h"
 #include "devices/board_profile.h"
 #include "devices/link_profile.h"
 #include "planner/milp.h"
@@ -56,8 +58,20 @@ class Pipeline {
       a.board = args.boards[s];
       a.db = args.db;
       a.objective = "total";
-      costs_.push_back(board_costs(a));
-      request_.idle_w.push_back(costs_.back().model->idle_power_w());
+      if (!args.power_modes.empty() && args.power_modes.size() != 1 && static_cast<int>(args.power_modes.size()) != S)
+        throw InputError(fmt::format("--power-mode takes one mode for every board or one per board ({}), not {}", S,
+                                     args.power_modes.size()));
+      const std::string mode = args.power_modes.empty()        ? std::string()
+                               : args.power_modes.size() == 1 ? args.power_modes[0]
+                                                              : args.power_modes[s];
+      std::vector<std::pair<std::string, BoardCosts>> modes;
+      for (const std::string& m : modes_of(a, mode)) {
+        a.power_mode = m;
+        modes.emplace_back(m, board_costs(a));
+      }
+      costs_.push_back(std::move(modes));
+      // Power modes scale compute; idle power is the board's in every mode.
+      request_.idle_w.push_back(costs_.back().front().second.model->idle_power_w());
       const auto profile = devices::find_board(a.board);
       const std::string text = args.budgets.empty() ? "100%" : args.budgets.size() == 1 ? args.budgets[0] : args.budgets[s];
       const Budget budget = Budget::parse(text);
@@ -124,7 +138,8 @@ class Pipeline {
     return cost;
   }
 
-  PipelineOutcome outcome(planner::SplitPrediction prediction) {
+  /// `modes`: each stage's mode (tune_modes()); empty: as the split search chose them.
+  PipelineOutcome outcome(planner::SplitPrediction prediction, const std::vector<std::size_t>& modes = {}) {
     PipelineOutcome o;
     o.model = forward_.name;
     o.forward = std::make_shared<const planner::ForwardGraph>(forward_);
@@ -133,8 +148,11 @@ class Pipeline {
     o.order = planner::to_string(request_.order);
     o.microbatches = request_.microbatches;
     for (int s = 0; s + 1 < static_cast<int>(prediction.bounds.size()); ++s) {
-      const auto& entry = memo_.at({s, prediction.bounds[s], prediction.bounds[s + 1]});
-      o.stages.push_back(*entry.second);
+      const auto key = std::tuple{s, prediction.bounds[s], prediction.bounds[s + 1]};
+      o.stages.push_back(modes.empty() ? *memo_.at(key).second
+                                       : *mode_memo_.at({s, prediction.bounds[s], prediction.bounds[s + 1],
+                                                         modes[static_cast<std::size_t>(s)]})
+                                              .second);
     }
     for (std::size_t l = 0; l < links_.size(); ++l) {
       PipelineLink link = links_[l];
@@ -152,13 +170,129 @@ class Pipeline {
 
   std::vector<int> equal() const { return planner::equal_split(request_); }
 
+  /// With several modes per board: each board's mode tried in turn with the others fixed,
+  /// every trial's timeline simulated exactly, kept while the batch gets cheaper (a stage off
+  /// the critical path may run slower and draw less). Returns the prediction, improved or not.
+  struct Tuned {
+    planner::SplitPrediction prediction;
+    std::vector<std::size_t> modes;  ///< per stage; empty with one mode per board
+  };
+  [[nodiscard]] bool several_modes() const {
+    return std::any_of(costs_.begin(), costs_.end(), [](const auto& modes) { return modes.size() > 1; });
+  }
+  /// From here on the split search costs every board in its first mode only.
+  void first_modes_only() {
+    only_first_mode_ = true;
+    memo_.clear();
+  }
+  Tuned tune_modes(planner::SplitPrediction best) {
+    const int S = static_cast<int>(costs_.size());
+    std::vector<std::size_t> mode(static_cast<std::size_t>(S), 0);
+    if (!several_modes()) return {std::move(best), {}};
+    for (int s = 0; s < S; ++s) {
+      const std::string& chosen = memo_.at({s, best.bounds[s], best.bounds[s + 1]}).second->power_mode;
+      for (std::size_t m = 0; m < costs_[s].size(); ++m)
+        if (costs_[s][m].first == chosen) mode[s] = m;
+    }
+    const auto score = [&](const planner::SplitPrediction& p) {
+      return request_.throughput ? p.makespan_s : p.energy_j();
+    };
+    for (bool improved = true; improved && !request_.out_of_time();) {
+      improved = false;
+      for (int s = 0; s < S; ++s)
+        for (std::size_t m = 0; m < costs_[s].size(); ++m) {
+          if (m == mode[s]) continue;
+          std::vector<std::size_t> trial = mode;
+          trial[s] = m;
+          const auto p = planner::predict_split(request_, best.bounds, [&](int k, int first, int end) {
+            return mode_cost(k, first, end, trial[k]);
+          });
+          if (!p || p->makespan_s > request_.deadline_s || score(*p) >= score(best) * (1 - 1e-12)) continue;
+          best = *p;
+          mode = trial;
+          improved = true;
+        }
+    }
+    for (int s = 0; s < S; ++s) mode_cost(s, best.bounds[s], best.bounds[s + 1], mode[s]);  // for outcome()
+    return {std::move(best), std::move(mode)};
+  }
+
  private:
+  /// The modes a board is planned in: `mode` itself, or with "auto" each mode measured in the
+  /// database, else each of its profile's (as ergon plan --power-mode auto chooses).
+  static std::vector<std::string> modes_of(const PlanArgs& a, const std::string& mode) {
+    if (mode != "auto") return {mode};
+    std::vector<std::string> modes;
+    if (!a.db.empty() && std::filesystem::exists(a.db)) {
+      auto db = costdb::Database::open_read_only(a.db);
+      modes = costdb::measured_power_modes(db, a.board);
+    }
+    if (modes.empty())
+      if (const auto profile = devices::find_board(a.board))
+        for (const auto& m : profile->power_modes) modes.emplace_back(m.name);
+    if (modes.empty()) throw InputError("board " + a.board + " has no power modes to choose from");
+    return modes;
+  }
+
+  /// What the split search weighs a stage by, locally: its energy above idle for the batch
+  /// plus every board's idle power over its time (or its time alone, for --throughput).
+  [[nodiscard]] double weight(const planner::StageCost& c) const {
+    const double busy_s = c.times.forward_s + c.times.backward_s;
+    if (request_.throughput) return busy_s;
+    double idle_w = 0;
+    for (double w : request_.idle_w) idle_w += w;
+    return request_.microbatches * c.dynamic_j + idle_w * busy_s;
+  }
+
+  /// The stage in each of its board's modes: the one that weighs least. A bound stays a
+  /// bound: each time and the energy at their least over the modes.
   std::pair<planner::StageCost, std::optional<PipelineStage>> plan_stage(int s, int first, int end, bool bound_only) {
+    std::optional<std::pair<planner::StageCost, std::optional<PipelineStage>>> best;
+    std::optional<planner::StageCost> lower;
+    bool exact = true;
+    std::string why;
+    for (std::size_t m = 0; m < (only_first_mode_ ? 1 : costs_[s].size()); ++m) {
+      auto candidate = plan_stage_in_mode(s, first, end, bound_only, m);
+      const planner::StageCost& c = candidate.first;
+      if (!c.feasible) {
+        if (why.empty()) why = c.why;
+        continue;
+      }
+      exact = exact && c.exact;
+      if (!lower) {
+        lower = c;
+      } else {
+        lower->times.forward_s = std::min(lower->times.forward_s, c.times.forward_s);
+        lower->times.backward_s = std::min(lower->times.backward_s, c.times.backward_s);
+        lower->dynamic_j = std::min(lower->dynamic_j, c.dynamic_j);
+      }
+      if (!best || weight(c) < weight(best->first)) best = std::move(candidate);
+    }
+    if (!best) return {planner::StageCost{false, why, {}, 0}, std::nullopt};
+    if (!exact) {
+      lower->exact = false;
+      return {*lower, best->second};
+    }
+    return *best;
+  }
+
+  planner::StageCost mode_cost(int s, int first, int end, std::size_t mode) {
+    const auto key = std::tuple{s, first, end, mode};
+    if (const auto it = mode_memo_.find(key); it != mode_memo_.end()) return it->second.first;
+    auto entry = plan_stage_in_mode(s, first, end, /*bound_only=*/false, mode);
+    mode_memo_[key] = entry;
+    return entry.first;
+  }
+
+  std::pair<planner::StageCost, std::optional<PipelineStage>> plan_stage_in_mode(int s, int first, int end,
+                                                                                bool bound_only, std::size_t mode) {
     const int S = static_cast<int>(args_.boards.size());
-    const planner::TrainingGraph graph = planner::build_stage_graph(forward_, first, end, *costs_[s].model);
+    const BoardCosts& costs = costs_[s][mode].second;
+    const planner::TrainingGraph graph = planner::build_stage_graph(forward_, first, end, *costs.model);
     PipelineStage st;
     st.board = args_.boards[s];
-    st.cost_source = costs_[s].source;
+    st.power_mode = costs_[s][mode].first;
+    st.cost_source = costs.source;
     st.first_op = first;
     st.end_op = end;
     st.first_name = forward_.ops[first].name;
@@ -256,13 +390,16 @@ class Pipeline {
   PipelineArgs args_;
   Clock::time_point start_;
   planner::ForwardGraph forward_;
-  std::vector<BoardCosts> costs_;
+  std::vector<std::vector<std::pair<std::string, BoardCosts>>> costs_;  ///< per board, per mode
   std::vector<uint64_t> budgets_;
   std::vector<PipelineLink> links_;
   std::vector<std::string> missing_;
   planner::SplitRequest request_;
   std::unique_ptr<planner::MilpSolver> solver_;
   std::map<std::tuple<int, int, int>, std::pair<planner::StageCost, std::optional<PipelineStage>>> memo_;
+  std::map<std::tuple<int, int, int, std::size_t>, std::pair<planner::StageCost, std::optional<PipelineStage>>>
+      mode_memo_;
+  bool only_first_mode_ = false;
 };
 
 }  // namespace
@@ -270,14 +407,32 @@ class Pipeline {
 PipelineOutcome plan_pipeline(const PipelineArgs& args, const PipelineProgress& progress) {
   Pipeline p(args);
   p.request().progress = progress.on_stage;
-  const planner::SplitResult r =
-      planner::best_split(p.request(), [&](int s, int first, int end) { return p.evaluate(s, first, end); },
-                          [&](int s, int first, int end) { return p.bound(s, first, end); });
+  auto search = [&] {
+    return planner::best_split(p.request(), [&](int s, int first, int end) { return p.evaluate(s, first, end); },
+                               [&](int s, int first, int end) { return p.bound(s, first, end); });
+  };
+  const planner::SplitResult r = search();
   if (!r.best) throw InputError("no pipeline of " + args.model + args.onnx_file + " over these boards: " + r.why);
-  PipelineOutcome o = p.outcome(*r.best);
-  o.stages_evaluated = r.stages_evaluated;
-  o.splits_simulated = r.splits_simulated;
-  o.stages_refined = r.stages_refined;
+  std::size_t evaluated = r.stages_evaluated, simulated = r.splits_simulated, refined = r.stages_refined;
+  Pipeline::Tuned best = p.tune_modes(*r.best);
+  if (p.several_modes()) {
+    // The search weighs each stage's mode locally; the split found with every board in its
+    // first (fastest) mode, then tuned, may cost less. The cheaper of the two stands.
+    p.first_modes_only();
+    const planner::SplitResult d = search();
+    evaluated += d.stages_evaluated;
+    simulated += d.splits_simulated;
+    refined += d.stages_refined;
+    if (d.best) {
+      Pipeline::Tuned other = p.tune_modes(*d.best);
+      const auto score = [&](const planner::SplitPrediction& x) { return args.throughput ? x.makespan_s : x.energy_j(); };
+      if (score(other.prediction) < score(best.prediction)) best = std::move(other);
+    }
+  }
+  PipelineOutcome o = p.outcome(std::move(best.prediction), best.modes);
+  o.stages_evaluated = evaluated;
+  o.splits_simulated = simulated;
+  o.stages_refined = refined;
   o.stopped_early = r.stopped_early;
   return o;
 }
@@ -299,7 +454,8 @@ PipelineOutcome predict_pipeline(const PipelineArgs& args, const std::vector<int
       planner::predict_split(p.request(), bounds, [&](int s, int first, int end) { return p.evaluate(s, first, end); },
                              &why);
   if (!prediction) throw InputError("this split does not fit: " + why);
-  return p.outcome(*prediction);
+  Pipeline::Tuned tuned = p.tune_modes(*prediction);
+  return p.outcome(std::move(tuned.prediction), tuned.modes);
 }
 
 GradientCheck check_gradients(const PipelineOutcome& o, const std::string& scratch) {

@@ -33,6 +33,9 @@ struct PipelineArgs {
   /// Each stage's planner: poet (recompute and page) or store-all (neither: a baseline).
   std::string planner = "poet";
   std::string db;                       ///< measured costs, per board kind, where it has them
+  /// One mode for every board or one per board; "auto": each board in the mode that weighs
+  /// least for its stage; empty: each board's default (or only measured) mode.
+  std::vector<std::string> power_modes;
   /// A link energy for links whose published figures have none (J per byte, each end).
   std::optional<double> link_energy_j_per_byte;
   double time_limit_s = 60;             ///< the whole command
@@ -42,6 +45,7 @@ struct PipelineArgs {
 /// A stage as planned: its board, its ops, its schedule for one micro-batch and its memory.
 struct PipelineStage {
   std::string board;
+  std::string power_mode;   ///< the mode its costs are in (empty: the board's default)
   std::string cost_source;  ///< which costs, in words
   int first_op = 0, end_op = 0;
   std::string first_name, last_name;

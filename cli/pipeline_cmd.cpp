@@ -49,6 +49,7 @@ nlohmann::json to_json(const app::PipelineOutcome& o) {
     const auto& st = o.stages[s];
     const auto& c = o.prediction.stages[s];
     stages.push_back({{"board", st.board},
+                      {"power_mode", st.power_mode},
                       {"first_op", st.first_op},
                       {"end_op", st.end_op},
                       {"first", st.first_name},
@@ -110,7 +111,8 @@ void print_text(const app::PipelineOutcome& o, std::ostream& out) {
   for (std::size_t s = 0; s < o.stages.size(); ++s) {
     const auto& st = o.stages[s];
     const auto& c = p.stages[s];
-    out << fmt::format("stage {} on {}: ops {}..{} ({} .. {}), {}{}\n", s, st.board, st.first_op, st.end_op - 1,
+    out << fmt::format("stage {} on {}{}: ops {}..{} ({} .. {}), {}{}\n", s, st.board,
+                       st.power_mode.empty() ? "" : " in " + st.power_mode, st.first_op, st.end_op - 1,
                        st.first_name, st.last_name, st.planner,
                        st.planner == "store-all" ? "" : fmt::format(" (gap {:.2f} %)", 100 * st.gap));
     out << fmt::format("  memory {} of {} ({} in flight: fixed {}, stash {} each), forward {:.4g} s, backward "

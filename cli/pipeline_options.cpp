@@ -35,6 +35,10 @@ void add_pipeline_command(CLI::App& app, Commands& commands) {
                 "memory per board: one for all or one per board, bytes (512KiB) or a percentage of the board's "
                 "RAM (default: all of it)")
       ->delimiter(',');
+  c->add_option("--power-mode", args.power_modes,
+                "each board's power mode: one for all or one per board (see ergon boards); auto: each board in "
+                "the mode that costs its stage least (default: each board's default mode)")
+      ->delimiter(',');
   c->add_option("--deadline", args.deadline, "time per batch, e.g. 2.5s, or none")->capture_default_str();
   c->add_flag("--throughput", args.throughput, "least time per batch instead of least energy");
   c->add_option("--stage-planner", args.planner,

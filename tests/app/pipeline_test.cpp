@@ -125,6 +125,25 @@ TEST(Pipeline, ThePlannedPipelineOnRealTensorsGivesTheWholeModelsGradients) {
   EXPECT_EQ(three.stages, 3);
 }
 
+TEST(Pipeline, ABoardOffTheCriticalPathRunsInACappedModeWithPowerModeAuto) {
+  PipelineArgs fixed = resnet_on_two_pi4s();
+  fixed.boards = {"pi4", "tx2"};
+  fixed.microbatches = 8;
+  PipelineArgs automatic = fixed;
+  automatic.power_modes = {"auto"};
+  // The TX2 gets the last blocks only: it waits on the Pi 4 most of the batch.
+  const PipelineOutcome a = predict_pipeline(fixed, {57});
+  const PipelineOutcome b = predict_pipeline(automatic, {57});
+  EXPECT_NE(b.stages[1].power_mode, "MAXN");
+  EXPECT_EQ(b.stages[0].power_mode, "1500MHz");
+  EXPECT_LT(b.prediction.energy_j(), a.prediction.energy_j());
+  EXPECT_LT(b.prediction.compute_j, a.prediction.compute_j);
+  // Chosen with the split, auto never costs more than the default modes.
+  EXPECT_LE(plan_pipeline(automatic).prediction.energy_j(), plan_pipeline(fixed).prediction.energy_j() * (1 + 1e-12));
+  automatic.power_modes = {"auto", "auto", "auto"};
+  EXPECT_THROW(plan_pipeline(automatic), InputError);
+}
+
 TEST(Pipeline, BadRequestsAreRefusedInOneLine) {
   PipelineArgs a = resnet_on_two_pi4s();
   a.links = {"carrier-pigeon"};
