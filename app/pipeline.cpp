@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <string_view>
 #include <tuple>
 
 #include "app/board_costs.h"
@@ -28,6 +29,9 @@ namespace ergon::app {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// How a stage left unplanned for want of time says so (never memoised: not a verdict).
+constexpr std::string_view kNotPlanned = "not planned";
 
 /// Everything a pipeline plan needs, built once: the model, each board's costs and budget,
 /// the links, and the stages planned so far.
@@ -125,7 +129,7 @@ class Pipeline {
     const auto key = std::tuple{s, first, end};
     if (const auto it = memo_.find(key); it != memo_.end()) return it->second.first;
     auto [cost, stage] = plan_stage(s, first, end, /*bound_only=*/false);
-    memo_[key] = {cost, stage};
+    if (!cost.why.starts_with(kNotPlanned)) memo_[key] = {cost, stage};
     return cost;
   }
   /// The stage exactly where that is quick (store-all fits, or nothing can), else store-all's
@@ -149,10 +153,12 @@ class Pipeline {
     o.microbatches = request_.microbatches;
     for (int s = 0; s + 1 < static_cast<int>(prediction.bounds.size()); ++s) {
       const auto key = std::tuple{s, prediction.bounds[s], prediction.bounds[s + 1]};
-      o.stages.push_back(modes.empty() ? *memo_.at(key).second
-                                       : *mode_memo_.at({s, prediction.bounds[s], prediction.bounds[s + 1],
+      const auto& stage = modes.empty() ? memo_.at(key).second
+                                        : mode_memo_.at({s, prediction.bounds[s], prediction.bounds[s + 1],
                                                          modes[static_cast<std::size_t>(s)]})
-                                              .second);
+                                              .second;
+      if (!stage) throw Error("internal error: the chosen split's stage " + std::to_string(s) + " has no plan");
+      o.stages.push_back(*stage);
     }
     for (std::size_t l = 0; l < links_.size(); ++l) {
       PipelineLink link = links_[l];
@@ -177,6 +183,7 @@ class Pipeline {
     planner::SplitPrediction prediction;
     std::vector<std::size_t> modes;  ///< per stage; empty with one mode per board
   };
+  [[nodiscard]] bool timed_out() const { return timed_out_; }
   [[nodiscard]] bool several_modes() const {
     return std::any_of(costs_.begin(), costs_.end(), [](const auto& modes) { return modes.size() > 1; });
   }
@@ -252,7 +259,12 @@ class Pipeline {
     bool exact = true;
     std::string why;
     for (std::size_t m = 0; m < (only_first_mode_ ? 1 : costs_[s].size()); ++m) {
-      auto candidate = plan_stage_in_mode(s, first, end, bound_only, m);
+      // Each mode's exact plan is kept: tune_modes() and outcome() use these very plans.
+      const auto key = std::tuple{s, first, end, m};
+      const auto known = mode_memo_.find(key);
+      auto candidate = known != mode_memo_.end() ? known->second : plan_stage_in_mode(s, first, end, bound_only, m);
+      if (known == mode_memo_.end() && candidate.first.exact && !candidate.first.why.starts_with(kNotPlanned))
+        mode_memo_[key] = candidate;
       const planner::StageCost& c = candidate.first;
       if (!c.feasible) {
         if (why.empty()) why = c.why;
@@ -280,7 +292,7 @@ class Pipeline {
     const auto key = std::tuple{s, first, end, mode};
     if (const auto it = mode_memo_.find(key); it != mode_memo_.end()) return it->second.first;
     auto entry = plan_stage_in_mode(s, first, end, /*bound_only=*/false, mode);
-    mode_memo_[key] = entry;
+    if (!entry.first.why.starts_with(kNotPlanned)) mode_memo_[key] = entry;
     return entry.first;
   }
 
@@ -310,8 +322,8 @@ class Pipeline {
     if (extra > st.budget_bytes)
       return fail(fmt::format("{}'s budget of {} B is less than the {} B of parameters, gradients and optimizer "
                               "state{}",
-                              st.board, st.budget_bytes, st.fixed_bytes,
-                              st.input_bytes ? fmt::format(" and {} received activations", m) : ""));
+                              st.board, st.budget_bytes, extra,
+                              st.input_bytes ? fmt::format(" with {} received activations", m) : ""));
     auto accept = [&](const planner::Schedule& schedule, const planner::ScheduleReport& rep, std::string planner_name,
                       double gap) {
       st.schedule = schedule;
@@ -360,7 +372,11 @@ class Pipeline {
       const uint64_t activations = st.budget_bytes - extra - (m - 1) * stash;
       if (activations < min_ws || activations == tried_activations) continue;
       tried_activations = activations;
-      if (request_.out_of_time && request_.out_of_time()) break;
+      if (request_.out_of_time && request_.out_of_time()) {
+        timed_out_ = true;
+        why = std::string(kNotPlanned) + ": --time-limit ran out before this stage was planned";
+        break;
+      }
       planner::PlanRequest req;
       req.objective = planner::Objective::kTotal;
       req.budget_bytes = activations;
@@ -400,6 +416,7 @@ class Pipeline {
   std::map<std::tuple<int, int, int, std::size_t>, std::pair<planner::StageCost, std::optional<PipelineStage>>>
       mode_memo_;
   bool only_first_mode_ = false;
+  bool timed_out_ = false;  ///< a stage went unplanned for want of time
 };
 
 }  // namespace
@@ -415,6 +432,7 @@ PipelineOutcome plan_pipeline(const PipelineArgs& args, const PipelineProgress& 
   if (!r.best) throw InputError("no pipeline of " + args.model + args.onnx_file + " over these boards: " + r.why);
   std::size_t evaluated = r.stages_evaluated, simulated = r.splits_simulated, refined = r.stages_refined;
   Pipeline::Tuned best = p.tune_modes(*r.best);
+  bool stopped_second = false;
   if (p.several_modes()) {
     // The search weighs each stage's mode locally; the split found with every board in its
     // first (fastest) mode, then tuned, may cost less. The cheaper of the two stands.
@@ -423,6 +441,7 @@ PipelineOutcome plan_pipeline(const PipelineArgs& args, const PipelineProgress& 
     evaluated += d.stages_evaluated;
     simulated += d.splits_simulated;
     refined += d.stages_refined;
+    stopped_second = d.stopped_early;
     if (d.best) {
       Pipeline::Tuned other = p.tune_modes(*d.best);
       const auto score = [&](const planner::SplitPrediction& x) { return args.throughput ? x.makespan_s : x.energy_j(); };
@@ -433,7 +452,7 @@ PipelineOutcome plan_pipeline(const PipelineArgs& args, const PipelineProgress& 
   o.stages_evaluated = evaluated;
   o.splits_simulated = simulated;
   o.stages_refined = refined;
-  o.stopped_early = r.stopped_early;
+  o.stopped_early = r.stopped_early || stopped_second || p.timed_out();
   return o;
 }
 

@@ -44,9 +44,11 @@ ForwardGraph stage_forward(const ForwardGraph& forward, int first, int end);
 TrainingGraph build_stage_graph(const ForwardGraph& forward, int first, int end, const CostModel& costs,
                                 int optimizer_copies = 1);
 
-/// Where a stage's schedule hands its activation on: the index of the first step computing a
-/// node past the forward ones (the loss, or the receive-gradient node); steps before it are
-/// the micro-batch's forward part, the rest its backward part. steps.size() when none.
+/// Where a stage's schedule hands its activation on: once every forward node has been
+/// computed, the index of the next compute or page-in (the frees in between stay in the
+/// forward part), as simulate() takes the stash there; steps before it are the micro-batch's
+/// forward part, the rest its backward part (recomputations for it included).
+/// steps.size() when none.
 std::size_t backward_part_begins(const TrainingGraph& graph, const Schedule& schedule);
 
 /// How micro-batches take turns on a board.
