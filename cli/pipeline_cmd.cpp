@@ -11,6 +11,9 @@
 
 #include "common/error.h"
 #include "common/units.h"
+#include "cli/plan_cmd.h"
+#include "planner/graph_json.h"
+#include "planner/schedule.h"
 
 namespace ergon::cli {
 namespace {
@@ -155,6 +158,16 @@ int run_pipeline(const app::PipelineArgs& args, const PipelineOutput& output, st
     o = app::plan_pipeline(args, progress);
   } else {
     o = app::predict_pipeline(args, output.split == "equal" ? app::equal_starts(args) : parse_split(output.split));
+  }
+  if (!output.out_dir.empty()) {
+    std::filesystem::create_directories(output.out_dir);
+    for (std::size_t s = 0; s < o.stages.size(); ++s) {
+      const auto& st = o.stages[s];
+      const auto base = std::filesystem::path(output.out_dir) / fmt::format("stage{}", s);
+      planner::write_graph_json(st.graph, base.string() + ".json");
+      write_schedule(planner::encode_schedule(st.schedule, st.graph.size()), base.string() + ".sched");
+    }
+    std::cerr << fmt::format("wrote {} stages' graphs and schedules to {}\n", o.stages.size(), output.out_dir);
   }
   std::optional<app::GradientCheck> check;
   if (output.check_gradients) {

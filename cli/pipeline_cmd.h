@@ -15,6 +15,9 @@ struct PipelineOutput {
   /// Runs the planned pipeline on real tensors in this process and compares its gradients
   /// with a single-process store-all run.
   bool check_gradients = false;
+  /// A folder to write each stage's training graph (stageN.json, ergon.training-graph/1) and
+  /// encoded schedule (stageN.sched) to; empty: none.
+  std::string out_dir;
 };
 
 /// Plans (or predicts the split asked for) and prints the stages, links and per-batch

@@ -58,6 +58,8 @@ void add_pipeline_command(CLI::App& app, Commands& commands) {
   c->add_flag("--check-gradients", output.check_gradients,
               "run the planned pipeline on real tensors in this process and compare its gradients with a "
               "single-process store-all run (zoo models)");
+  c->add_option("--out", output.out_dir,
+                "a folder for each stage's training graph (stageN.json) and encoded schedule (stageN.sched)");
   c->add_flag("--json", output.json, "print JSON: stages, links, prediction and the timeline");
   commands.add(c, [] {
     if (link_energy >= 0) args.link_energy_j_per_byte = link_energy;

@@ -15,6 +15,16 @@
 #include "planner/schedule.h"
 
 namespace ergon::cli {
+
+void write_schedule(const std::vector<uint8_t>& encoded, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  std::ofstream file(tmp, std::ios::binary);
+  file.write(reinterpret_cast<const char*>(encoded.data()), static_cast<std::streamsize>(encoded.size()));
+  file.close();
+  if (!file) throw InputError("cannot write " + path);
+  std::filesystem::rename(tmp, path);
+}
+
 namespace {
 
 /// The solver's incumbent and bound on one terminal line while it runs, and the mode being
@@ -37,15 +47,6 @@ app::PlanProgress terminal_progress(const char* unit) {
   return p;
 }
 
-/// The encoded schedule, written whole or not at all.
-void write_schedule(const std::vector<uint8_t>& encoded, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream file(tmp, std::ios::binary);
-  file.write(reinterpret_cast<const char*>(encoded.data()), static_cast<std::streamsize>(encoded.size()));
-  file.close();
-  if (!file) throw InputError("cannot write " + path);
-  std::filesystem::rename(tmp, path);
-}
 
 /// `ergon plan --json`.
 int print_plan_json(const app::PlanOutcome& o, std::ostream& out) {

@@ -2,10 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/error.h"
+#include "planner/graph_json.h"
+#include "planner/schedule.h"
 
 namespace ergon::cli {
 namespace {
@@ -73,6 +78,25 @@ TEST(PipelineCommand, TextSaysTheEnergyIsALowerBoundWhereALinksPowerIsUnknown) {
   std::ostringstream known;
   ASSERT_EQ(run_pipeline(measured, PipelineOutput{}, known), 0);
   EXPECT_EQ(known.str().find(">= "), std::string::npos) << known.str();
+}
+
+TEST(PipelineCommand, OutWritesEachStagesGraphAndScheduleForOtherTools) {
+  const auto dir = std::filesystem::temp_directory_path() / "ergon_pipeline_out";
+  std::filesystem::remove_all(dir);
+  std::ostringstream out;
+  ASSERT_EQ(run_pipeline(two_pi4s(), PipelineOutput{.json = true, .out_dir = dir.string()}, out), 0);
+  const nlohmann::json j = nlohmann::json::parse(out.str());
+  for (int s = 0; s < 2; ++s) {
+    const auto graph = planner::read_graph_json(dir / ("stage" + std::to_string(s) + ".json"));
+    std::ifstream f(dir / ("stage" + std::to_string(s) + ".sched"), std::ios::binary);
+    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    int nodes = 0;
+    const planner::Schedule schedule = planner::decode_schedule(bytes, &nodes);
+    EXPECT_EQ(nodes, graph.size());
+    EXPECT_EQ(schedule.steps.size(), j["stages"][s]["steps"].get<std::size_t>());
+    EXPECT_TRUE(planner::simulate(graph, schedule).valid);  // a plan another tool can replay
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
