@@ -390,6 +390,17 @@ SplitResult best_split(const SplitRequest& request, const StageEvaluator& evalua
   double idle_all_w = 0;
   for (double w : request.idle_w) idle_all_w += w;
   const double weight = request.throughput ? 1.0 : idle_all_w;
+  // Each split's timeline, simulated once on the costs known then: a stage costed again
+  // drops the splits that use it (`users`), and only those are simulated again.
+  std::map<std::vector<int>, std::optional<SplitPrediction>> simulated;
+  std::map<std::tuple<int, int, int>, std::vector<std::vector<int>>> users;
+  auto position = [&](int op) { return static_cast<int>(std::lower_bound(P.begin(), P.end(), op) - P.begin()); };
+  auto predict_cached = [&](const std::vector<int>& bounds) -> const std::optional<SplitPrediction>& {
+    if (const auto it = simulated.find(bounds); it != simulated.end()) return it->second;
+    ++result.splits_simulated;
+    for (int s = 0; s < S; ++s) users[{s, position(bounds[s]), position(bounds[s + 1])}].push_back(bounds);
+    return simulated.emplace(bounds, predict_split(request, bounds, stage_eval)).first->second;
+  };
   // Searches the splits on the costs known so far.
   auto search = [&]() -> std::optional<SplitPrediction> {
     std::set<double> caps;
@@ -493,13 +504,12 @@ SplitResult best_split(const SplitRequest& request, const StageEvaluator& evalua
     std::optional<SplitPrediction> best;
     std::optional<SplitPrediction> fastest;  // for the deadline's message
     auto consider = [&](const std::vector<int>& bounds) {
-      auto p = predict_split(request, bounds, stage_eval);
-      ++result.splits_simulated;
+      const std::optional<SplitPrediction>& p = predict_cached(bounds);
       if (!p) return false;
       if (!fastest || p->makespan_s < fastest->makespan_s) fastest = *p;
       if (p->makespan_s > request.deadline_s) return false;
       if (best && score(request, *p) >= score(request, *best)) return false;
-      best = std::move(p);
+      best = p;
       return true;
     };
     for (const auto& bounds : candidates) consider(bounds);
@@ -545,6 +555,10 @@ SplitResult best_split(const SplitRequest& request, const StageEvaluator& evalua
       c = evaluate(s, P[i], P[j]);
       c.exact = true;
       ++result.stages_refined;
+      if (const auto u = users.find({s, i, j}); u != users.end()) {
+        for (const auto& bounds : u->second) simulated.erase(bounds);
+        users.erase(u);
+      }
     }
     if (exact) {
       result.best = std::move(best);
