@@ -125,6 +125,10 @@ void print_text(const app::PipelineOutcome& o, std::ostream& out) {
                        format_bytes(st.fixed_bytes), format_bytes(st.stash_bytes), c.times.forward_s,
                        c.times.backward_s, c.dynamic_j, st.sim.recomputes, st.sim.page_ins,
                        100 * p.timeline.bubble_fraction(static_cast<int>(s)));
+    // Which costs the stage was planned on: measured, or the profile (and why, when --db's
+    // could not be used).
+    std::istringstream sources(st.cost_source);
+    for (std::string line; std::getline(sources, line);) out << "  " << line << "\n";
     if (s < o.links.size()) {
       const auto& l = o.links[s];
       out << fmt::format("link {} ({}): {} each way per micro-batch, {:.4g} s a transfer, {}\n", s, l.kind,
