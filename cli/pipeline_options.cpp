@@ -3,11 +3,26 @@
 #include <CLI/CLI.hpp>
 
 #include <iostream>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/pipeline_cmd.h"
+#include "devices/board_profile.h"
 
 namespace ergon::cli {
+
+namespace {
+
+/// "pi4: 1500MHz, 1000MHz, 600MHz; tx2: ...": the boards with a choice of modes.
+std::string mode_names() {
+  std::string out;
+  for (const auto& b : devices::board_profiles())
+    if (b.power_modes.size() > 1)
+      out += (out.empty() ? "" : "; ") + std::string(b.name) + ": " + devices::power_mode_names(b);
+  return out;
+}
+
+}  // namespace
 
 void add_pipeline_command(CLI::App& app, Commands& commands) {
   static app::PipelineArgs args;
@@ -20,7 +35,9 @@ void add_pipeline_command(CLI::App& app, Commands& commands) {
   c->add_option("--onnx", args.onnx_file, "ONNX model file")->check(CLI::ExistingFile);
   c->add_option("--onnx-input", args.onnx_inputs, "the ONNX file's data inputs, where weights are graph inputs too");
   c->add_option("--batch", args.batch, "samples per micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
-  c->add_option("--boards", args.boards, "the boards in pipeline order, e.g. pi4,pi4,tx2 (see ergon boards)")
+  c->add_option("--boards", args.boards,
+                "the boards in pipeline order, e.g. pi4,pi4,tx2 (" + devices::board_names() +
+                    ", or a board with measured costs in --db)")
       ->required()
       ->delimiter(',');
   c->add_option("--links", args.links,
@@ -36,8 +53,9 @@ void add_pipeline_command(CLI::App& app, Commands& commands) {
                 "RAM (default: all of it)")
       ->delimiter(',');
   c->add_option("--power-mode", args.power_modes,
-                "each board's power mode: one for all or one per board (see ergon boards); auto: each board in "
-                "the mode that costs its stage least (default: each board's default mode)")
+                "each board's power mode: one for all or one per board (" + mode_names() +
+                    "); auto: each board in the mode that costs the batch least (default: each board's default "
+                    "mode)")
       ->delimiter(',');
   c->add_option("--deadline", args.deadline, "time per batch, e.g. 2.5s, or none")->capture_default_str();
   c->add_flag("--throughput", args.throughput, "least time per batch instead of least energy");
