@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
+#include <random>
 
 #include "common/error.h"
 #include "planner/schedule.h"
@@ -142,6 +145,68 @@ TEST(Pipeline, ABoardOffTheCriticalPathRunsInACappedModeWithPowerModeAuto) {
   EXPECT_LE(plan_pipeline(automatic).prediction.energy_j(), plan_pipeline(fixed).prediction.energy_j() * (1 + 1e-12));
   automatic.power_modes = {"auto", "auto", "auto"};
   EXPECT_THROW(plan_pipeline(automatic), InputError);
+}
+
+TEST(Pipeline, RandomModelsBoardsAndBudgetsGiveAValidPlanOrOneLineSayingWhy) {
+  std::mt19937 rng(2026);
+  const std::vector<std::string> kinds{"pi4", "tx2"};
+  int planned = 0, refused = 0, with_poet = 0;
+  auto check = [&](const PipelineArgs& a) -> std::optional<PipelineOutcome> {
+    try {
+      PipelineOutcome o = plan_pipeline(a);
+      ++planned;
+      EXPECT_EQ(o.stages.size(), a.boards.size()) << a.model;
+      int next = 0;
+      for (const auto& st : o.stages) {
+        EXPECT_EQ(st.first_op, next) << a.model;
+        EXPECT_GT(st.end_op, st.first_op);
+        next = st.end_op;
+        EXPECT_LE(st.memory_bytes, st.budget_bytes) << a.model;
+        EXPECT_TRUE(planner::simulate(st.graph, st.schedule).valid) << a.model;
+        with_poet += st.planner == "poet" ? 1 : 0;
+      }
+      EXPECT_EQ(next, o.ops);
+      const auto& p = o.prediction;
+      EXPECT_NEAR(p.energy_j(), p.compute_j + p.idle_j + p.link_j, 1e-9 * p.energy_j());
+      EXPECT_GT(p.makespan_s, 0);
+      return o;
+    } catch (const InputError& e) {
+      ++refused;
+      const std::string why = e.what();
+      EXPECT_FALSE(why.empty());
+      EXPECT_EQ(why.find('\n'), std::string::npos) << why;  // one line
+      return std::nullopt;
+    }
+  };
+  for (int trial = 0; trial < 12; ++trial) {
+    PipelineArgs a;
+    std::string model = "mlp:" + std::to_string(64 + rng() % 512);
+    const int layers = 2 + static_cast<int>(rng() % 5);
+    for (int l = 0; l < layers; ++l) model += "," + std::to_string(32 + rng() % 512);
+    a.model = model + ",10";
+    const int boards = 1 + static_cast<int>(rng() % 3);
+    for (int b = 0; b < boards; ++b) a.boards.push_back(kinds[rng() % kinds.size()]);
+    a.microbatches = 1 + static_cast<int>(rng() % 6);
+    a.batch = 64 + static_cast<int>(rng() % 512);
+    a.order = rng() % 2 ? "1f1b" : "gpipe";
+    a.time_limit_s = 5;
+    // Each board's whole RAM first; then a budget leaving the largest stage 30 to 95 % of the
+    // activation memory it took, which stages meet by recomputing and paging, or cannot.
+    const auto roomy = check(a);
+    if (!roomy) continue;
+    const auto& largest = *std::max_element(roomy->stages.begin(), roomy->stages.end(),
+                                            [](const auto& x, const auto& y) { return x.memory_bytes < y.memory_bytes; });
+    const uint64_t fixed = largest.fixed_bytes + largest.in_flight * largest.input_bytes;
+    const double share = std::uniform_real_distribution<double>(0.3, 0.95)(rng);
+    a.budgets = {std::to_string(fixed + static_cast<uint64_t>(share * static_cast<double>(largest.memory_bytes - fixed)))};
+    check(a);
+  }
+  EXPECT_GT(planned, 12);
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(with_poet, 0);
+  RecordProperty("planned", planned);
+  RecordProperty("refused", refused);
+  RecordProperty("planned_with_poet", with_poet);
 }
 
 TEST(Pipeline, BadRequestsAreRefusedInOneLine) {
