@@ -336,6 +336,12 @@ void claim(const TrainingGraph& graph, const StagePlan& plan, double bound_j,
 /// Above this many nodes the stage MILP (about 5 n^2 / 2 binaries) is not built: it would
 /// take gigabytes and its LP alone more than any default time limit.
 constexpr int kMaxMilpNodes = 400;
+/// The share of the time limit the greedy search may take to find its first plan. It binds
+/// only where the greedy is slow (250+ nodes: it re-evaluates whole plans per candidate),
+/// and there the stage MILP finds nothing in the time left either: measured on bert-base,
+/// gpt2, mobilenetv2 and resnet50 (docs/performance.md), a half left many of them to the
+/// fallback baseline, depending on the machine's load.
+constexpr double kGreedyGiveUpShare = 0.8;
 
 /// The least-energy schedule among the baselines whose moves POET's contain (store-all, chen
 /// with recomputation, capuchin with what the request allows), bounded by `bound_j`, as a
@@ -451,7 +457,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   std::optional<StagePlan> heuristic = greedy_stage_plan(
       graph, req.budget_bytes, req.deadline_s, req.allowed,
       std::clamp(req.time_limit_s / 5, 0.2, 10.0), req.objective, good_enough_j,
-      std::max(1.0, req.time_limit_s / 2));
+      std::max(1.0, kGreedyGiveUpShare * req.time_limit_s));
   if (heuristic) {
     claim(graph, *heuristic, memory_bound_j, req, result);
     known_plan_j = result.objective_j;
