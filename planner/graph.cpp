@@ -151,6 +151,18 @@ TrainingGraph per_phase_graph(const TrainingGraph& forward_mode, const TrainingG
   return g;
 }
 
+void apply_costs(TrainingNode& node, const CostModel& costs) {
+  const NodeCost c = costs.compute(node.op, node.phase, node.flops, node.bytes_touched);
+  node.time_s = c.time_s;
+  node.energy_j = c.energy_j;
+  const NodeCost in = costs.page_in(node.output_bytes);
+  const NodeCost out = costs.page_out(node.output_bytes);
+  node.pagein_time_s = in.time_s;
+  node.pagein_energy_j = in.energy_j;
+  node.pageout_time_s = out.time_s;
+  node.pageout_energy_j = out.energy_j;
+}
+
 TrainingGraph build_training_graph(const ForwardGraph& forward, const CostModel& costs,
                                    int optimizer_copies) {
   const int n = static_cast<int>(forward.ops.size());
@@ -172,18 +184,10 @@ TrainingGraph build_training_graph(const ForwardGraph& forward, const CostModel&
     node.name = std::move(name);
     node.op = op;
     node.phase = phase;
-    const NodeCost c = costs.compute(op, phase, flops, bytes_touched);
-    node.time_s = c.time_s;
-    node.energy_j = c.energy_j;
     node.output_bytes = out_bytes;
     node.flops = flops;
     node.bytes_touched = bytes_touched;
-    const NodeCost in = costs.page_in(out_bytes);
-    const NodeCost out = costs.page_out(out_bytes);
-    node.pagein_time_s = in.time_s;
-    node.pagein_energy_j = in.energy_j;
-    node.pageout_time_s = out.time_s;
-    node.pageout_energy_j = out.energy_j;
+    apply_costs(node, costs);
     g.nodes.push_back(std::move(node));
     return g.size() - 1;
   };

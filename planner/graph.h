@@ -160,6 +160,10 @@ class CostModel {
   [[nodiscard]] virtual double idle_power_w() const { return 0; }
 };
 
+/// Sets `node`'s compute cost (from its op, phase, FLOPs and bytes touched) and its paging
+/// costs (from its output bytes) as `costs` prices them.
+void apply_costs(TrainingNode& node, const CostModel& costs);
+
 /// Autograd's training graph of a forward graph: forward nodes in order, the loss, then one
 /// backward node per op in reverse order. Backward node of op i depends on the gradients of
 /// i's consumers (or the loss) and on what i saved (its inputs and/or its output). Fixed bytes

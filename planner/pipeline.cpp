@@ -82,15 +82,7 @@ TrainingGraph build_stage_graph(const ForwardGraph& forward, int first, int end,
       if (b.output_bytes == bytes) continue;
       b.bytes_touched += bytes - b.output_bytes;
       b.output_bytes = bytes;
-      const NodeCost c = costs.compute(b.op, NodePhase::kBackward, b.flops, b.bytes_touched);
-      const NodeCost in = costs.page_in(bytes);
-      const NodeCost out = costs.page_out(bytes);
-      b.time_s = c.time_s;
-      b.energy_j = c.energy_j;
-      b.pagein_time_s = in.time_s;
-      b.pagein_energy_j = in.energy_j;
-      b.pageout_time_s = out.time_s;
-      b.pageout_energy_j = out.energy_j;
+      apply_costs(b, costs);
     }
   }
   g.validate();
