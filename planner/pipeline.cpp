@@ -90,23 +90,9 @@ TrainingGraph build_stage_graph(const ForwardGraph& forward, int first, int end,
 }
 
 std::size_t backward_part_begins(const TrainingGraph& graph, const Schedule& schedule) {
-  // As simulate() takes the stash: once every forward node has been computed, the first
-  // compute or page-in after it (the frees in between still belong to the forward part).
-  int forward_nodes = 0;
-  for (const auto& node : graph.nodes) forward_nodes += node.phase == NodePhase::kForward ? 1 : 0;
-  std::vector<char> computed(static_cast<std::size_t>(graph.size()), 0);
-  int forward_computed = 0;
-  for (std::size_t k = 0; k < schedule.steps.size(); ++k) {
-    const Step& step = schedule.steps[k];
-    if (forward_computed == forward_nodes && (step.kind == StepKind::kCompute || step.kind == StepKind::kPageIn))
-      return k;
-    const auto node = static_cast<std::size_t>(step.node);
-    if (step.kind == StepKind::kCompute && !computed[node]) {
-      computed[node] = 1;
-      if (graph.nodes[node].phase == NodePhase::kForward) ++forward_computed;
-    }
-  }
-  return schedule.steps.size();
+  const ScheduleReport r = simulate(graph, schedule);
+  if (!r.valid) throw InputError("a stage's schedule fails the simulator: " + r.error);
+  return r.stash_step;
 }
 
 std::string to_string(PipelineOrder order) { return order == PipelineOrder::kGPipe ? "gpipe" : "1f1b"; }

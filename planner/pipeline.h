@@ -44,11 +44,10 @@ ForwardGraph stage_forward(const ForwardGraph& forward, int first, int end);
 TrainingGraph build_stage_graph(const ForwardGraph& forward, int first, int end, const CostModel& costs,
                                 int optimizer_copies = 1);
 
-/// Where a stage's schedule hands its activation on: once every forward node has been
-/// computed, the index of the next compute or page-in (the frees in between stay in the
-/// forward part), as simulate() takes the stash there; steps before it are the micro-batch's
-/// forward part, the rest its backward part (recomputations for it included).
-/// steps.size() when none.
+/// Where a stage's schedule hands its activation on: the step at which simulate() takes the
+/// stash (ScheduleReport::stash_step). Steps before it are the micro-batch's forward part,
+/// the rest its backward part (recomputations for it included). InputError for a schedule
+/// the simulator rejects.
 std::size_t backward_part_begins(const TrainingGraph& graph, const Schedule& schedule);
 
 /// How micro-batches take turns on a board.

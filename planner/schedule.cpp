@@ -57,12 +57,13 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
     const int k = step.node;
     if (k < 0 || k >= n) return reject(s, "node " + std::to_string(k) + " does not exist");
     const auto& node = graph.nodes[k];
+    if (forward_done && !stash_taken && (step.kind == StepKind::kCompute || step.kind == StepKind::kPageIn)) {
+      stash_taken = true;
+      r.stash_bytes = memory;
+      r.stash_step = s;
+    }
     switch (step.kind) {
       case StepKind::kCompute: {
-        if (forward_done && !stash_taken) {
-          stash_taken = true;
-          r.stash_bytes = memory;
-        }
         for (int i : inputs[k])
           if (!resident[i])
             return reject(s, "computing " + node.name + " needs " + graph.nodes[i].name +
@@ -107,10 +108,6 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
         ++r.page_outs;
         break;
       case StepKind::kPageIn:
-        if (forward_done && !stash_taken) {
-          stash_taken = true;
-          r.stash_bytes = memory;
-        }
         if (!stored[k]) return reject(s, "paging in " + node.name + ", which is not on storage");
         if (!resident[k]) {
           resident[k] = 1;
@@ -135,6 +132,7 @@ ScheduleReport simulate(const TrainingGraph& graph, const Schedule& schedule,
   }
   for (int k = 0; k < n; ++k)
     if (!computed[k]) return reject(schedule.steps.size(), graph.nodes[k].name + " is never computed");
+  if (!stash_taken) r.stash_step = schedule.steps.size();
   r.total_energy_j = dynamic_j + graph.idle_power_w * r.makespan_s;
   r.valid = true;
   return r;

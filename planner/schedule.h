@@ -57,6 +57,9 @@ struct ScheduleReport {
   /// what a micro-batch keeps between its forward and backward passes, the stash a pipeline
   /// stage holds for each micro-batch in flight. Paged-out tensors are not in it.
   uint64_t stash_bytes = 0;
+  /// The step at which the stash is taken: the micro-batch's forward part is the steps before
+  /// it, its backward part the rest (steps.size() when there is no backward part).
+  std::size_t stash_step = 0;
   int computes = 0;
   int recomputes = 0;
   int page_ins = 0;

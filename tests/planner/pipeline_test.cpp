@@ -93,6 +93,11 @@ TEST(PipelineStages, TheStashIsWhatAMicroBatchKeepsBetweenItsPasses) {
   // b and c read their inputs in the backward pass, and the loss reads c: a, b and c stay.
   EXPECT_EQ(r.stash_bytes, 10U + 20U + 40U);
   EXPECT_NEAR(r.forward_end_s, 600e-9, 1e-15);
+  // The backward part begins with the loss.
+  const Schedule sa = store_all_schedule(t);
+  ASSERT_LT(r.stash_step, sa.steps.size());
+  EXPECT_EQ(sa.steps[r.stash_step].node, 3);
+  EXPECT_EQ(backward_part_begins(t, sa), r.stash_step);
   EXPECT_GT(r.makespan_s, r.forward_end_s);
 }
 
