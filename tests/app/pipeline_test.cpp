@@ -209,6 +209,27 @@ TEST(Pipeline, RandomModelsBoardsAndBudgetsGiveAValidPlanOrOneLineSayingWhy) {
   RecordProperty("planned_with_poet", with_poet);
 }
 
+TEST(Pipeline, RealTorchvisionExportsSplitAtTheirOwnCutPoints) {
+  // PyTorch's exports (tests/data/onnx/README.md): a CNN with inverted residuals, and a
+  // transformer encoder whose attention blocks must not be cut inside.
+  for (const char* file : {"mobilenet_v2.onnx", "transformer_encoder.onnx"}) {
+    PipelineArgs a;
+    a.onnx_file = std::string(ERGON_TEST_DATA_DIR) + "/onnx/" + file;
+    a.boards = {"pi4", "tx2"};
+    a.time_limit_s = 20;
+    const PipelineOutcome o = plan_pipeline(a);
+    EXPECT_GE(o.cuts.size(), 10U) << file;
+    ASSERT_EQ(o.stages.size(), 2U) << file;
+    EXPECT_EQ(o.stages[0].end_op, o.stages[1].first_op);
+    EXPECT_EQ(o.stages[1].end_op, o.ops);
+    const planner::ForwardGraph& f = *o.forward;
+    const int cut = o.stages[1].first_op;
+    for (std::size_t k = cut; k < f.ops.size(); ++k)
+      for (int in : f.ops[k].inputs) EXPECT_GE(in, cut - 1) << file << ": " << f.ops[k].name;
+    for (const auto& st : o.stages) EXPECT_LE(st.memory_bytes, st.budget_bytes) << file;
+  }
+}
+
 TEST(Pipeline, BadRequestsAreRefusedInOneLine) {
   PipelineArgs a = resnet_on_two_pi4s();
   a.links = {"carrier-pigeon"};
