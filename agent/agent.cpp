@@ -147,6 +147,12 @@ struct Commands {
   std::vector<char> step_received;
   /// Per-phase modes for the next Start (PhaseModes).
   std::optional<proto::PhaseModes> phases;
+  /// Link transfers (protocol v6): the last transfer the host acknowledged whole, and the
+  /// HostLinkData of the transfer arriving now.
+  uint32_t acked_transfer = 0;
+  uint32_t rx_transfer = 0;
+  uint64_t rx_bytes = 0;
+  uint32_t rx_done = 0;  ///< the last transfer whose last frame arrived
 };
 
 /// The schedule a Start in mode kExecute runs.
@@ -343,6 +349,31 @@ class Agent {
         link.send(set_power_mode(options_, request.mode));
         return;
       }
+      case proto::MsgType::kLinkAck: {
+        proto::LinkAck ack;
+        if (!proto::parse_message(frame, ack)) return;
+        {
+          std::lock_guard lock(commands.m);
+          commands.acked_transfer = ack.transfer;
+        }
+        commands.cv.notify_all();
+        return;
+      }
+      case proto::MsgType::kHostLinkData: {
+        static thread_local proto::HostLinkData data;
+        if (!proto::parse_message(frame, data)) return;
+        {
+          std::lock_guard lock(commands.m);
+          if (data.transfer != commands.rx_transfer) {
+            commands.rx_transfer = data.transfer;
+            commands.rx_bytes = 0;
+          }
+          commands.rx_bytes += data.length;
+          if (data.last) commands.rx_done = data.transfer;
+        }
+        if (data.last) commands.cv.notify_all();
+        return;
+      }
       case proto::MsgType::kStop: {
         std::lock_guard lock(commands.m);
         commands.stop = true;
@@ -397,7 +428,7 @@ class Agent {
     };
     try {
       outcome = execute ? execute_schedule(link, start, plan, execution, stopped, before_entry)
-                        : time_windows(link, start, plan, stopped, outcome, before_entry);
+                        : time_windows(link, commands, start, plan, stopped, outcome, before_entry);
     } catch (const Error& e) {
       // A plan the board cannot run (an op without its dimensions, a full disk): the run
       // fails with the reason, and the agent waits for the next one.
@@ -446,8 +477,9 @@ class Agent {
   /// Profile plans and schedules run by their work: each entry in windows of repetitions.
   /// `o` counts the spans sent as they go, so a failure part-way still reports them.
   template <class Stopped, class BeforeEntry>
-  Outcome time_windows(Connection& link, const proto::Start& start, const std::vector<PlannedOp>& plan,
-                       const Stopped& stopped, Outcome& o, const BeforeEntry& before_entry) {
+  Outcome time_windows(Connection& link, Commands& commands, const proto::Start& start,
+                       const std::vector<PlannedOp>& plan, const Stopped& stopped, Outcome& o,
+                       const BeforeEntry& before_entry) {
     const auto min_window_ns = static_cast<int64_t>(start.min_window_us) * 1000;
     for (uint32_t loop = 0; !o.interrupted && (start.loops == 0 || loop < start.loops); ++loop) {
       for (std::size_t entry = 0; entry < plan.size(); ++entry) {
@@ -455,11 +487,15 @@ class Agent {
         before_entry(entry);
         for (uint16_t w = 0; w < op.windows && !o.interrupted; ++w) {
           if ((o.interrupted = stopped())) break;
-          for (uint16_t i = 0; i < op.warmup_reps; ++i) runner_.run(op.shape, op.phase);
+          auto run_once = [&] {
+            if (op.shape.kind == profiler::OpKind::kTransfer) transfer(link, commands, op);
+            else runner_.run(op.shape, op.phase);
+          };
+          for (uint16_t i = 0; i < op.warmup_reps; ++i) run_once();
           const int64_t begin = agent_clock().now_ns();
           uint32_t reps = 0;
           do {
-            runner_.run(op.shape, op.phase);
+            run_once();
             ++reps;
           } while (op.shape.kind != profiler::OpKind::kIdle &&
                    agent_clock().now_ns() - begin < min_window_ns);
@@ -470,6 +506,40 @@ class Agent {
       }
     }
     return o;
+  }
+
+  /// One transfer of a link-test window (protocol v6), timed from its first byte to its
+  /// end: link-send writes the bytes as LinkData and waits for the host's LinkAck;
+  /// link-receive sends a LinkPull and waits for the last HostLinkData frame.
+  void transfer(Connection& link, Commands& commands, const PlannedOp& op) {
+    const uint32_t bytes = op.shape.dims[0];
+    if (bytes == 0) throw InputError("a transfer of 0 bytes measures nothing");
+    const uint32_t id = ++next_transfer_;
+    const auto timeout = std::chrono::seconds(10);
+    if (op.phase == profiler::Phase::kLinkReceive) {
+      link.send(proto::LinkPull{.transfer = id, .bytes = bytes});
+      std::unique_lock lock(commands.m);
+      if (!commands.cv.wait_for(lock, timeout, [&] { return commands.rx_done == id || link.broken(); }) ||
+          link.broken())
+        throw DeviceError("link-receive of " + std::to_string(bytes) + " bytes: the host sent no data within 10 s");
+      return;
+    }
+    if (op.phase != profiler::Phase::kLinkSend)
+      throw InputError("a transfer's phase must be link-send or link-receive");
+    static thread_local proto::LinkData data;
+    data.transfer = id;
+    for (uint32_t offset = 0; offset < bytes;) {
+      const auto n = std::min<uint32_t>(static_cast<uint32_t>(proto::kMaxLinkDataBytes), bytes - offset);
+      data.offset = offset;
+      data.fill(n);
+      offset += n;
+      data.last = offset >= bytes;
+      if (!link.send(data)) throw DeviceError("link-send: the link broke");
+    }
+    std::unique_lock lock(commands.m);
+    if (!commands.cv.wait_for(lock, timeout, [&] { return commands.acked_transfer == id || link.broken(); }) ||
+        link.broken())
+      throw DeviceError("link-send of " + std::to_string(bytes) + " bytes: no acknowledgement from the host within 10 s");
   }
 
   /// A schedule on real tensors: one untimed iteration, then `start.loops` timed ones (at
@@ -595,6 +665,7 @@ class Agent {
   std::unique_ptr<probes::Probe> probe_;
   BoardKind kind_ = BoardKind::kLinuxHost;
   bool running_ = false;  ///< guarded by Commands::m
+  uint32_t next_transfer_ = 0;
   std::optional<proto::RunDone> last_done_;
 };
 

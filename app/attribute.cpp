@@ -74,6 +74,7 @@ AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
   };
   costdb::replace_attribution(db, run_id, summary, r.rows);
   r.paging_rows = costdb::rebuild_paging_costs(db, r.run.board_kind);
+  r.link_rows = costdb::rebuild_link_costs(db, r.run.board_kind);
   db.commit_batch();  // op costs, run summary and paging costs land together
   return r;
 }

@@ -16,6 +16,7 @@ struct AttributedRun {
   profiler::Attribution attribution;
   std::vector<costdb::OpCostRow> rows;  ///< as written to op_costs
   int paging_rows = 0;  ///< the board's paging_costs rows, rebuilt from all its runs
+  int link_rows = 0;    ///< the board's link_costs rows, rebuilt from all its runs
   uint64_t samples = 0;  ///< power samples attributed (the logger's, when one measured the board)
   /// The power logger's clock, when a logger on its own clock measured the board.
   std::optional<profiler::ClockFit> logger_clock;

@@ -1,6 +1,7 @@
 #include "app/db_sink.h"
 
 #include "common/clock.h"
+#include "devices/link_profile.h"
 
 namespace ergon::app {
 namespace {
@@ -45,7 +46,13 @@ void DbSink::begin(const devices::BoardHello& hello, const devices::ProfilePlan&
   board.power_mode = hello.power_mode;
   board.mode_switch_ns = hello.mode_switch_ns;
   board.time_scale = hello.time_scale;
-  writer_.emplace(db_, board, source_, host_ns + wall_offset_ns_, plan_);
+    std::string link;
+  if (link_) {
+    link = !link_->empty()               ? *link_
+           : source_.starts_with("tcp:") ? std::string("ethernet")
+                                         : std::string(devices::default_link(board.kind, board.kind));
+  }
+  writer_.emplace(db_, board, source_, host_ns + wall_offset_ns_, plan_, link);
   for (const auto& op : plan.ops) writer_->add_op(op.op_id, op.shape, op.phase);
 }
 

@@ -12,8 +12,11 @@ namespace ergon::app {
 /// nothing of SQLite) and costdb (which knows nothing of links).
 class DbSink final : public devices::RecordSink {
  public:
-  DbSink(costdb::Database& db, std::string source, costdb::RunPlan plan = costdb::RunPlan::kProfile)
-      : db_(db), source_(std::move(source)), plan_(plan) {}
+  /// `link`: set for a link test, the link kind it runs over (runs.link); empty: ethernet
+  /// for a tcp: port, else devices::default_link() of the board the Hello names.
+  DbSink(costdb::Database& db, std::string source, costdb::RunPlan plan = costdb::RunPlan::kProfile,
+         std::optional<std::string> link = std::nullopt)
+      : db_(db), source_(std::move(source)), plan_(plan), link_(std::move(link)) {}
 
   void begin(const devices::BoardHello& hello, const devices::ProfilePlan& plan,
              int64_t host_ns) override;
@@ -35,6 +38,7 @@ class DbSink final : public devices::RecordSink {
   costdb::Database& db_;
   std::string source_;
   costdb::RunPlan plan_;
+  std::optional<std::string> link_;
   std::optional<costdb::RunWriter> writer_;
   int64_t wall_offset_ns_ = 0;  ///< host steady clock -> wall clock for people-facing times
   uint64_t committed_samples_ = 0;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "app/plan.h"
 #include "app/quantities.h"
 #include "common/error.h"
+#include "costdb/cost_model.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
 #include "devices/board_profile.h"
@@ -27,6 +29,96 @@
 
 namespace ergon::app {
 namespace {
+
+struct ResolvedLink {
+  planner::LinkCost cost;
+  PipelineLink link;
+  std::string missing;  ///< why its energy is a lower bound; empty when it is not
+};
+
+/// Link s (boards[s] to boards[s + 1]) of `kind`: measured where --db holds link costs of
+/// that kind for either board (ergon record --link-test), published figures otherwise. A
+/// board-to-board link runs at the slower of what its ends measured against their hosts;
+/// its energy per byte is each end's own (the mean of its send and receive fits), from the
+/// published figure where an end was not measured, and named missing where neither says.
+ResolvedLink resolve_link(const PipelineArgs& args, int s, const std::string& kind,
+                          const std::vector<costdb::LinkCostFit>& measured) {
+  ResolvedLink r;
+  r.link.kind = kind;
+  const std::string& a = args.boards[s];
+  const std::string& b = args.boards[s + 1];
+  std::vector<const costdb::LinkCostFit*> fits_a, fits_b;
+  for (const auto& f : measured) {
+    if (f.link != kind) continue;
+    if (f.board_kind == a) fits_a.push_back(&f);
+    if (f.board_kind == b) fits_b.push_back(&f);
+  }
+  const bool published = std::any_of(devices::link_profiles().begin(), devices::link_profiles().end(),
+                                     [&](const devices::LinkProfile& p) { return p.name == kind; });
+  if (fits_a.empty() && fits_b.empty() && !published)
+    throw InputError("link '" + kind + "' is neither published (" + devices::link_names() +
+                     ") nor measured for " + a + " or " + b + " in " +
+                     (args.db.empty() ? std::string("a --db") : args.db) +
+                     " (ergon record --link-test --link-kind " + kind + ")");
+  const std::optional<devices::LinkProfile> p =
+      published ? std::optional<devices::LinkProfile>(devices::link_named(kind)) : std::nullopt;
+  planner::LinkCost& c = r.cost;
+  if (fits_a.empty() && fits_b.empty()) {
+    c = planner::LinkCost{p->bytes_per_s, p->latency_s, p->full_duplex, 0, 0};
+    for (auto src : p->sources) r.link.sources.emplace_back(src);
+  } else {
+    c.bytes_per_s = std::numeric_limits<double>::infinity();
+    c.latency_s = 0;
+    c.full_duplex = p ? p->full_duplex : true;
+    for (const auto& fits : {fits_a, a == b ? std::vector<const costdb::LinkCostFit*>{} : fits_b})
+      for (const auto* f : fits) {
+        c.bytes_per_s = std::min(c.bytes_per_s, f->bandwidth_bytes_per_s);
+        c.latency_s = std::max(c.latency_s, f->latency_s);
+        r.link.sources.push_back(fmt::format(
+            "measured: {} {} over {} in {}{}: {:.4g} MB/s, {:.3g} ms one way, {} per byte above idle ({} sizes, "
+            "{} run(s))",
+            f->board_kind, f->direction, kind, args.db, f->power_mode.empty() ? "" : " (" + f->power_mode + ")",
+            f->bandwidth_bytes_per_s / 1e6, f->latency_s * 1e3,
+            f->energy_j_per_byte ? fmt::format("{:.3g} J", *f->energy_j_per_byte) : std::string("no energy"),
+            f->sizes, f->runs));
+      }
+  }
+  // Each end's energy per byte: measured, else published, else missing.
+  auto end_energy = [&](const std::vector<const costdb::LinkCostFit*>& fits, const std::optional<double>& pub)
+      -> std::optional<double> {
+    double sum = 0;
+    int n = 0;
+    for (const auto* f : fits) {
+      if (!f->energy_j_per_byte) return std::nullopt;  // measured without power samples
+      sum += *f->energy_j_per_byte;
+      ++n;
+    }
+    if (n > 0) return sum / n;
+    return pub;
+  };
+  if (args.link_energy_j_per_byte) {
+    c.tx_j_per_byte = c.rx_j_per_byte = *args.link_energy_j_per_byte;
+    r.link.energy_j_per_byte = 2 * *args.link_energy_j_per_byte;
+    r.link.sources.emplace_back(
+        fmt::format("energy: {:.4g} J per byte each end, as given (--link-energy)", *args.link_energy_j_per_byte));
+    return r;
+  }
+  const auto ea = end_energy(fits_a, p ? p->tx_j_per_byte : std::nullopt);
+  const auto eb = end_energy(fits_b, p ? p->rx_j_per_byte : std::nullopt);
+  c.tx_j_per_byte = ea.value_or(0);
+  c.rx_j_per_byte = eb.value_or(0);
+  if (ea && eb) {
+    r.link.energy_j_per_byte = *ea + *eb;
+  } else {
+    // Only what is measured or published is counted; the rest is named as missing.
+    std::string ends;
+    if (!ea) ends += a;
+    if (!eb) ends += (ends.empty() ? "" : " and ") + b;
+    r.missing = fmt::format("link {} ({} to {}, {}): no published energy per byte (none measured either) for {}", s, a, b,
+                            kind, ends);
+  }
+  return r;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -85,31 +177,16 @@ class Pipeline {
     }
     if (!args.links.empty() && static_cast<int>(args.links.size()) != S - 1)
       throw InputError(fmt::format("{} boards need {} link(s) in --links, not {}", S, S - 1, args.links.size()));
+    std::vector<costdb::LinkCostFit> measured;
+    if (!args.db.empty() && std::filesystem::exists(args.db)) {
+      auto db = costdb::Database::open_read_only(args.db);
+      measured = costdb::list_link_costs(db, std::nullopt);
+    }
     for (int s = 0; s + 1 < S; ++s) {
       const auto kind = args.links.empty() ? std::string(devices::default_link(args.boards[s], args.boards[s + 1]))
                                            : args.links[s];
-      const devices::LinkProfile p = devices::link_named(kind);
-      planner::LinkCost c{p.bytes_per_s, p.latency_s, p.full_duplex, 0, 0};
-      PipelineLink link;
-      link.kind = kind;
-      for (auto src : p.sources) link.sources.emplace_back(src);
-      if (args.link_energy_j_per_byte) {
-        c.tx_j_per_byte = c.rx_j_per_byte = *args.link_energy_j_per_byte;
-        link.energy_j_per_byte = 2 * *args.link_energy_j_per_byte;
-        link.sources.emplace_back(fmt::format("energy: {:.4g} J per byte each end, as given (--link-energy)",
-                                              *args.link_energy_j_per_byte));
-      } else if (p.tx_j_per_byte && p.rx_j_per_byte) {
-        c.tx_j_per_byte = *p.tx_j_per_byte;
-        c.rx_j_per_byte = *p.rx_j_per_byte;
-        link.energy_j_per_byte = c.tx_j_per_byte + c.rx_j_per_byte;
-      } else {
-        // Only what is published is counted; the rest is named as missing.
-        c.tx_j_per_byte = p.tx_j_per_byte.value_or(0);
-        c.rx_j_per_byte = p.rx_j_per_byte.value_or(0);
-        missing_.push_back(fmt::format("link {} ({} to {}, {}): {}", s, args.boards[s], args.boards[s + 1], kind,
-                                       p.tx_j_per_byte || p.rx_j_per_byte ? "one end's energy per byte is not published"
-                                                                          : "no published energy per byte"));
-      }
+      auto [c, link, missing] = resolve_link(args, s, kind, measured);
+      if (!missing.empty()) missing_.push_back(std::move(missing));
       request_.links.push_back(c);
       links_.push_back(std::move(link));
     }

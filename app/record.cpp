@@ -25,7 +25,9 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, const Reco
     sinks.push_back(std::make_unique<DbSink>(db, port,
                                              mode == devices::protocol::StartMode::kExecute    ? costdb::RunPlan::kExecute
                                              : mode == devices::protocol::StartMode::kSchedule ? costdb::RunPlan::kSchedule
-                                                                                               : costdb::RunPlan::kProfile));
+                                                                                               : costdb::RunPlan::kProfile,
+                                             request.options.link_test ? std::optional<std::string>(request.options.link)
+                                                                       : std::nullopt));
     recorder.add(port, request.baud, request.options, *sinks.back());
   }
 

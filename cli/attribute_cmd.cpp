@@ -38,8 +38,10 @@ void print_summary(const app::AttributedRun& r, std::ostream& out) {
                                        r.run.board_name, costdb::to_string(r.run.status));
   if (r.samples == 0) {
     out << head << fmt::format("no power samples (recorded without a power probe): {} windows timed, "
-                               "their energy unknown; {} time costs stored\n",
-                               a.windows.size(), r.rows.size());
+                               "their energy unknown; {} time costs stored{}\n",
+                               a.windows.size(), r.rows.size(),
+                               r.link_rows > 0 ? fmt::format(", {} link costs of the board", r.link_rows)
+                                               : std::string());
     clock_summary(r, out);
     return;
   }
@@ -59,8 +61,10 @@ void print_summary(const app::AttributedRun& r, std::ostream& out) {
                         a.idle_power_sigma_w, a.idle_samples);
   out << fmt::format("  {}; {} flagged samples left out; {} op costs stored{}\n", idle,
                      a.samples_flagged, r.rows.size(),
-                     r.paging_rows > 0 ? fmt::format(", {} paging costs of the board", r.paging_rows)
-                                       : std::string());
+                     (r.paging_rows > 0 ? fmt::format(", {} paging costs of the board", r.paging_rows)
+                                        : std::string()) +
+                         (r.link_rows > 0 ? fmt::format(", {} link costs of the board", r.link_rows)
+                                          : std::string()));
 }
 
 nlohmann::json to_json(const app::AttributedRun& r) {
@@ -143,6 +147,35 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
     paging("page-in time", m.pagein_time_fit(), m.pagein_power_w());
     paging("page-out time", m.pageout_time_fit(), m.pageout_power_w());
     out << "  measured shapes are used as measured; the fit serves every other shape\n";
+    return 0;
+  }
+  if (args.links) {
+    const auto fits = costdb::list_link_costs(db, args.board);
+    if (args.json) {
+      nlohmann::json all = nlohmann::json::array();
+      for (const auto& f : fits)
+        all.push_back({{"board_kind", f.board_kind}, {"link", f.link},
+                       {"power_mode", f.power_mode.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.power_mode)},
+                       {"direction", f.direction}, {"bandwidth_bytes_per_s", f.bandwidth_bytes_per_s},
+                       {"latency_s", f.latency_s}, {"energy_j_per_byte", opt_json(f.energy_j_per_byte)},
+                       {"sizes", f.sizes}, {"runs", f.runs}});
+      out << all.dump(2) << "\n";
+      return 0;
+    }
+    if (fits.empty()) {
+      out << "no link costs" << (args.board ? " for board " + *args.board : std::string()) << " in " << args.db
+          << " (measure a link: ergon record --link-test --link-kind K, then ergon attribute)\n";
+      return 0;
+    }
+    out << fmt::format("{:<9} {:<13} {:<12} {:<8} {:>10} {:>10} {:>14} {:>5} {:>4}\n", "board", "mode", "link",
+                       "way", "MB/s", "ms", "J/byte", "sizes", "runs");
+    for (const auto& f : fits)
+      out << fmt::format("{:<9} {:<13} {:<12} {:<8} {:>10.4g} {:>10.3g} {:>14} {:>5} {:>4}\n", f.board_kind,
+                         f.power_mode.empty() ? "-" : f.power_mode, f.link, f.direction,
+                         f.bandwidth_bytes_per_s / 1e6, f.latency_s * 1e3,
+                         f.energy_j_per_byte ? fmt::format("{:.3g}", *f.energy_j_per_byte) : "unknown", f.sizes,
+                         f.runs);
+    out << "MB/s: payload; ms: one way (half a transfer's fitted fixed cost); J/byte: above idle, this end only\n";
     return 0;
   }
   const auto rows = costdb::list_op_costs(db, args.board, args.run, args.power_mode);

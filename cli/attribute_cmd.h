@@ -23,6 +23,7 @@ struct CostsArgs {
   bool json = false;
   std::string csv;  ///< write here instead of printing a table ("-": stdout)
   bool fit = false;  ///< print the board's fitted cost model instead (needs --board)
+  bool links = false;  ///< print the link costs (ergon record --link-test) instead
   std::optional<std::string> power_mode;  ///< only runs in this mode
 };
 

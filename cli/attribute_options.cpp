@@ -37,6 +37,9 @@ void add_attribute_commands(CLI::App& app, Commands& commands) {
   costs_cmd->add_flag("--fit", costs.fit,
                       "print the board's fitted cost model (time and energy against FLOPs and "
                       "bytes) with its cross-validated error");
+  costs_cmd->add_flag("--links", costs.links,
+                      "print the boards' link costs instead (from ergon record --link-test): rate, one-way "
+                      "latency and energy per byte above idle, per link kind and direction");
   commands.add(attribute_cmd, [] { return run_attribute(attribute_db, attribute_runs, attribute_json, std::cout); });
   commands.add(costs_cmd, [] { return run_costs(costs, std::cout); });
 }

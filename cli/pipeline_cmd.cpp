@@ -135,6 +135,8 @@ void print_text(const app::PipelineOutcome& o, std::ostream& out) {
                          format_bytes(l.bytes), l.transfer_s,
                          l.energy_j_per_byte ? fmt::format("{:.3g} J per byte", *l.energy_j_per_byte)
                                              : std::string("energy per byte not published"));
+      for (const auto& src : l.sources)
+        if (src.starts_with("measured:")) out << "  " << src << "\n";
     }
   }
   const bool lower = !o.missing_link_energy.empty();

@@ -16,7 +16,9 @@
 #include "app/quantities.h"
 #include "app/step_plans.h"
 #include "cli/record_status.h"
+#include "common/error.h"
 #include "devices/board_profile.h"
+#include "devices/link_profile.h"
 #include "planner/zoo.h"
 
 namespace ergon::cli {
@@ -71,8 +73,24 @@ void add_record_command(CLI::App& app, Commands& commands) {
   rec_cmd->add_option("--batch", rec_batch, "batch size of --model")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  rec_cmd->add_flag("--link-test", rec.options.link_test,
+                    "measure the board's link instead of its ops: transfers of three sizes each way "
+                    "(protocol v6), stored under --link-kind; ergon attribute fits them into link costs "
+                    "that ergon pipeline --db uses");
+  rec_cmd->add_option("--link-kind", rec.options.link,
+                      "what the link is, for --link-test: " + devices::link_names() +
+                          ", or a name of your own (default: ethernet for tcp: ports, else the board's: "
+                          "ethernet for pi4 and tx2, uart-1m for a microcontroller)");
   commands.add(rec_cmd, [] {
     if (!rec_board.empty()) rec.options.expected_board = devices::board_named(rec_board);
+    if (!rec.options.link.empty() && !rec.options.link_test)
+      throw InputError("--link-kind names the link of a --link-test; add --link-test");
+    if (rec.options.link_test) {
+      if (!rec_model.empty()) throw InputError("--link-test measures the link, not a model: drop --model");
+      if (rec.options.link.empty())
+        std::cerr << "link: not named (--link-kind): stored as ethernet for a tcp: port, else the board's "
+                     "default (ethernet for pi4 and tx2, uart-1m for a microcontroller)\n";
+    }
     if (!rec_model.empty()) {
       // Shapes only: the costs the graph is built with do not matter here.
       const auto shapes_board = rec.options.expected_board.value_or(devices::board_named("pi4"));

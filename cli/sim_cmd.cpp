@@ -14,6 +14,7 @@
 
 #include "cli/record_status.h"
 #include "devices/board_profile.h"
+#include "devices/link_profile.h"
 #include "devices/sim_server.h"
 
 namespace ergon::cli {
@@ -32,6 +33,7 @@ struct SimArgs {
   std::string power_mode;
   int threads = 1;
   bool tegrastats = false;
+  std::string link;
 };
 
 int run_sim(const SimArgs& a) {
@@ -45,7 +47,8 @@ int run_sim(const SimArgs& a) {
                                 .power_mode = a.power_mode,
                                 .threads = a.threads,
                                 .sensor = a.tegrastats ? devices::SimPowerSensor::kTegrastats
-                                                       : devices::SimPowerSensor::kIna219};
+                                                       : devices::SimPowerSensor::kIna219,
+                                .link = a.link};
   std::unique_ptr<devices::SimServer> server =
       a.tcp_port >= 0
           ? devices::SimServer::listen_tcp(board, opt, static_cast<uint16_t>(a.tcp_port))
@@ -101,7 +104,14 @@ void add_sim_command(CLI::App& app, Commands& commands) {
   sim_cmd->add_flag("--tegrastats", sim.tegrastats,
                     "its own monitor prints like tegrastats (each reading the mean power over 100 ms, "
                     "stamped at the end) instead of sampling an INA219");
-  commands.add(sim_cmd, [] { return run_sim(sim); });
+  sim_cmd->add_option("--link-kind", sim.link,
+                      "the link its transfers (ergon record --link-test) take the published time and "
+                      "power of: " + devices::link_names() +
+                          " (default: ethernet for pi4 and tx2, uart-1m for a microcontroller)");
+  commands.add(sim_cmd, [] {
+    if (!sim.link.empty()) devices::link_named(sim.link);  // an unknown kind: one line, before the pty opens
+    return run_sim(sim);
+  });
 }
 
 }  // namespace ergon::cli

@@ -134,7 +134,7 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   }
   if (!modes.empty()) m.power_mode_ = *modes.begin();
   for (const OpCostRow& r : rows) {
-    if (r.op_kind.empty() || r.op_kind == "idle" || r.time_s <= 0) continue;
+    if (r.op_kind.empty() || r.op_kind == "idle" || r.op_kind == "transfer" || r.time_s <= 0) continue;
     // A validation's schedule steps measure the schedule, not the shape: planning on them
     // would compare predictions with their own measurements.
     if (r.run_plan && *r.run_plan != RunPlan::kProfile) continue;
@@ -386,6 +386,137 @@ int rebuild_paging_costs(Database& database, const std::string& board_kind) {
     }
   }
   return written;
+}
+
+}  // namespace ergon::costdb
+
+namespace ergon::costdb {
+
+int rebuild_link_costs(Database& database, const std::string& board_kind) {
+  // (link, power mode, phase, bytes) -> summed time and net energy per transfer over the runs
+  // that measured it, and how many; energy only while every run of the size had samples.
+  struct Sum {
+    double time_s = 0;
+    double net_j = 0;
+    int count = 0;
+    int with_energy = 0;
+  };
+  std::map<std::tuple<std::string, std::string, int, uint64_t>, Sum> sums;
+  for (const OpCostRow& r : list_op_costs(database, board_kind, std::nullopt)) {
+    if (r.op_kind != "transfer" || r.time_s <= 0 || r.bytes_in == 0) continue;
+    if (r.phase != profiler::Phase::kLinkSend && r.phase != profiler::Phase::kLinkReceive) continue;
+    Sum& s = sums[{r.link, r.power_mode, static_cast<int>(r.phase), r.bytes_in}];
+    s.time_s += r.time_s;
+    ++s.count;
+    if (r.net_energy_j && r.sample_count >= MeasuredCosts::kMinSamplesPerShape) {
+      s.net_j += *r.net_energy_j;
+      ++s.with_energy;
+    }
+  }
+  auto& db = database.impl();
+  if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
+  db.ensure_batch();
+  const std::string doing = "cannot store the link costs of board " + board_kind;
+  detail::Statement board_id(db.db, "SELECT id FROM boards WHERE kind = ?1 ORDER BY id", db.path);
+  board_id.bind(1, std::string_view(board_kind));
+  std::vector<int64_t> boards;
+  while (board_id.step(doing)) boards.push_back(board_id.column_int64(0));
+  if (boards.empty()) return 0;
+  detail::Statement clear(db.db, "DELETE FROM link_costs WHERE board_id = ?1", db.path);
+  for (int64_t id : boards) {
+    clear.bind(1, id);
+    clear.run(doing);
+  }
+  detail::Statement mode_id(db.db,
+                            "SELECT m.id FROM power_modes m JOIN boards b ON b.id = m.board_id "
+                            "WHERE b.kind = ?1 AND m.name = ?2 ORDER BY m.id LIMIT 1",
+                            db.path);
+  detail::Statement insert(
+      db.db,
+      "INSERT INTO link_costs (board_id, power_mode_id, link, direction, bytes, time_s, latency_s, "
+      "bandwidth_bytes_per_s, net_energy_j, energy_j_per_byte, runs) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+      db.path);
+  std::set<std::tuple<std::string, std::string, int>> groups;
+  for (const auto& [key, sum] : sums) groups.insert({std::get<0>(key), std::get<1>(key), std::get<2>(key)});
+  int written = 0;
+  for (const auto& [link, mode, phase] : groups) {
+    auto in_group = [&](const auto& key) {
+      return std::get<0>(key) == link && std::get<1>(key) == mode && std::get<2>(key) == phase;
+    };
+    std::vector<std::array<double, 3>> times, energies;
+    bool all_energy = true;
+    for (const auto& [key, sum] : sums) {
+      if (!in_group(key)) continue;
+      const auto bytes = static_cast<double>(std::get<3>(key));
+      times.push_back({bytes, 0, sum.time_s / sum.count});
+      all_energy = all_energy && sum.with_energy == sum.count;
+      if (sum.with_energy > 0) energies.push_back({bytes, 0, sum.net_j / sum.with_energy});
+    }
+    const auto time_fit = fit_non_negative(times);
+    if (!time_fit || time_fit->coef[1] <= 0) continue;
+    const auto energy_fit = all_energy ? fit_non_negative(energies) : std::nullopt;
+    std::optional<int64_t> mode_row;
+    if (!mode.empty()) {
+      mode_id.bind(1, std::string_view(board_kind));
+      mode_id.bind(2, std::string_view(mode));
+      if (mode_id.step(doing)) mode_row = mode_id.column_int64(0);
+      mode_id.reset();
+    }
+    for (const auto& [key, sum] : sums) {
+      if (!in_group(key)) continue;
+      insert.bind(1, boards.front());
+      if (mode_row) insert.bind(2, *mode_row);
+      else insert.bind_null(2);
+      insert.bind(3, std::string_view(link));
+      insert.bind(4, std::string_view(phase == static_cast<int>(profiler::Phase::kLinkSend) ? "send" : "receive"));
+      insert.bind(5, std::get<3>(key));
+      insert.bind(6, sum.time_s / sum.count);
+      insert.bind(7, time_fit->coef[0] / 2);
+      insert.bind(8, 1 / time_fit->coef[1]);
+      if (energy_fit) {
+        insert.bind(9, sum.net_j / sum.with_energy);
+        insert.bind(10, energy_fit->coef[1]);
+      } else {
+        insert.bind_null(9);
+        insert.bind_null(10);
+      }
+      insert.bind(11, static_cast<int64_t>(sum.count));
+      insert.run(doing);
+      ++written;
+    }
+  }
+  return written;
+}
+
+std::vector<LinkCostFit> list_link_costs(Database& database, const std::optional<std::string>& board_kind) {
+  auto& db = database.impl();
+  detail::Statement q(db.db,
+                      "SELECT b.kind, c.link, COALESCE(m.name, ''), c.direction, c.latency_s, "
+                      "c.bandwidth_bytes_per_s, c.energy_j_per_byte, COUNT(*), MAX(c.runs) "
+                      "FROM link_costs c JOIN boards b ON b.id = c.board_id "
+                      "LEFT JOIN power_modes m ON m.id = c.power_mode_id "
+                      "WHERE (?1 IS NULL OR b.kind = ?1) "
+                      "GROUP BY b.kind, c.link, m.name, c.direction "
+                      "ORDER BY b.kind, c.link, m.name, c.direction",
+                      db.path);
+  if (board_kind) q.bind(1, std::string_view(*board_kind));
+  else q.bind_null(1);
+  std::vector<LinkCostFit> out;
+  while (q.step("cannot read link costs")) {
+    LinkCostFit f;
+    f.board_kind = q.column_text(0);
+    f.link = q.column_text(1);
+    f.power_mode = q.column_text(2);
+    f.direction = q.column_text(3);
+    f.latency_s = q.column_double(4);
+    f.bandwidth_bytes_per_s = q.column_double(5);
+    if (!q.column_is_null(6)) f.energy_j_per_byte = q.column_double(6);
+    f.sizes = static_cast<int>(q.column_int64(7));
+    f.runs = static_cast<int>(q.column_int64(8));
+    out.push_back(std::move(f));
+  }
+  return out;
 }
 
 }  // namespace ergon::costdb

@@ -40,6 +40,29 @@ enum class FitShape { kLinear, kRoofline };
 /// Directions with fewer than three sizes get no rows. Returns the rows written.
 int rebuild_paging_costs(Database& db, const std::string& board_kind);
 
+/// Rewrites the board's link_costs rows (derived) from its attributed link transfers (runs of
+/// ergon record --link-test): per link kind, power mode and direction, a fit of time against
+/// bytes over every measured size (its slope the bandwidth, half its intercept the one-way
+/// latency) and, where power samples covered every size, of net energy (above idle) against
+/// bytes. One row per size. Directions with fewer than three sizes get no rows. Returns the
+/// rows written.
+int rebuild_link_costs(Database& db, const std::string& board_kind);
+
+/// What a board's link of one kind costs in one direction, as link_costs has it.
+struct LinkCostFit {
+  std::string board_kind;
+  std::string link;
+  std::string power_mode;  ///< empty when the runs did not say
+  std::string direction;   ///< "send" (board to host) or "receive"
+  double latency_s = 0;    ///< one way: half the fitted fixed cost of a transfer
+  double bandwidth_bytes_per_s = 0;
+  std::optional<double> energy_j_per_byte;  ///< above idle; none without power samples
+  int sizes = 0;
+  int runs = 0;  ///< most runs that measured one of its sizes
+};
+/// Every link fit in link_costs, of one board kind or all.
+std::vector<LinkCostFit> list_link_costs(Database& db, const std::optional<std::string>& board_kind);
+
 /// Fits rows (x1, x2, y); nullopt with fewer than 3 rows. The roofline fit alternates between
 /// assigning each row to the term that bounds it and refitting, until the assignment holds.
 std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>> rows,

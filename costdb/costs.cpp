@@ -184,7 +184,7 @@ std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std
       db.db,
       "SELECT c.run_id, c.op_id, c.phase, c.time_s, c.time_s_stddev, c.gross_energy_j, "
       "c.net_energy_j, c.energy_j_stddev, c.sample_count, b.kind, b.name, s.kind, s.dims, "
-      "s.flops, s.bytes_in, s.bytes_out, m.name, r.plan "
+      "s.flops, s.bytes_in, s.bytes_out, m.name, r.plan, r.link "
       "FROM op_costs c JOIN runs r ON r.id = c.run_id JOIN boards b ON b.id = r.board_id "
       "LEFT JOIN power_modes m ON m.id = r.power_mode_id "
       "LEFT JOIN run_ops o ON o.run_id = c.run_id AND o.op_id = c.op_id "
@@ -220,6 +220,7 @@ std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std
     r.bytes_out = q.column_uint64(15);
     if (!q.column_is_null(16)) r.power_mode = q.column_text(16);
     if (!q.column_is_null(17)) r.run_plan = detail::run_plan_from_string(q.column_text(17));
+    if (!q.column_is_null(18)) r.link = q.column_text(18);
     rows.push_back(std::move(r));
   }
   return rows;
@@ -228,14 +229,15 @@ std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std
 std::vector<std::string> measured_power_modes(Database& db, const std::string& board_kind) {
   std::set<std::string> modes;
   for (const OpCostRow& r : list_op_costs(db, board_kind, std::nullopt))
-    if (!r.power_mode.empty()) modes.insert(r.power_mode);
+    if (!r.power_mode.empty() && r.op_kind != "transfer") modes.insert(r.power_mode);
   return {modes.begin(), modes.end()};
 }
 
 std::vector<MeasuredBoard> measured_boards(Database& db) {
   std::map<std::string, bool> kinds;
   for (const OpCostRow& r : list_op_costs(db, std::nullopt, std::nullopt))
-    kinds[r.board_kind] = kinds[r.board_kind] || r.gross_energy_j.has_value();
+    if (r.op_kind != "transfer")  // a link test measures the link, not costs to plan on
+      kinds[r.board_kind] = kinds[r.board_kind] || r.gross_energy_j.has_value();
   std::vector<MeasuredBoard> out;
   for (const auto& [kind, energy] : kinds) out.push_back({kind, energy});
   return out;

@@ -43,6 +43,7 @@ struct OpCostRow {
   std::string board_name;
   std::string power_mode;  ///< the run's; empty when the board did not say
   std::optional<RunPlan> run_plan;  ///< the run's; none before schema version 9
+  std::string link;  ///< the link kind a link test ran over; empty for other runs
   std::string op_kind;  ///< conv2d, linear, ... (empty when the op is not declared)
   std::string dims;
   uint64_t flops = 0;

@@ -17,7 +17,7 @@ namespace ergon::costdb {
 
 /// Schema version this build writes (PRAGMA user_version). Migrations in schema.cpp bring
 /// older files up to it; a newer file is refused with DatabaseError.
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 /// An open SQLite cost database (WAL, one writer). Not thread-safe: use it from one thread.
 /// Writes go into a batch (one transaction) that commit_batch() makes durable; a process
@@ -101,7 +101,7 @@ std::string_view to_string(RunPlan plan);
 class RunWriter {
  public:
   RunWriter(Database& db, const BoardInfo& board, std::string_view source,
-            int64_t started_at_ns, RunPlan plan = RunPlan::kProfile);
+            int64_t started_at_ns, RunPlan plan = RunPlan::kProfile, std::string_view link = {});
   RunWriter(RunWriter&&) noexcept;
   ~RunWriter();
 
@@ -139,6 +139,7 @@ struct RunSummary {
   std::optional<int64_t> power_run_id;
   std::string power_mode;  ///< empty when the board did not say
   std::optional<RunPlan> plan;  ///< none for runs recorded before schema version 9
+  std::string link;  ///< the link kind a link test ran over (empty: not said)
 };
 
 std::vector<RunSummary> list_runs(Database& db);

@@ -29,7 +29,7 @@ std::string run_summary_sql(std::string_view samples_count, std::string_view tai
   sql += samples_count;
   sql +=
       ", (SELECT COUNT(*) FROM sync_points y WHERE y.run_id = r.id), r.power_run_id, "
-      "(SELECT m.name FROM power_modes m WHERE m.id = r.power_mode_id), r.plan "
+      "(SELECT m.name FROM power_modes m WHERE m.id = r.power_mode_id), r.plan, r.link "
       "FROM runs r JOIN boards b ON b.id = r.board_id ";
   sql += tail;
   return sql;
@@ -64,6 +64,7 @@ RunSummary read_summary(const detail::Statement& row, const std::filesystem::pat
   if (!row.column_is_null(18)) run.power_run_id = row.column_int64(18);
   if (!row.column_is_null(19)) run.power_mode = row.column_text(19);
   if (!row.column_is_null(20)) run.plan = detail::run_plan_from_string(row.column_text(20));
+  if (!row.column_is_null(21)) run.link = row.column_text(21);
   return run;
 }
 

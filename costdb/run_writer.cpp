@@ -80,7 +80,7 @@ struct RunWriter::Impl {
 };
 
 RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_view source,
-                     int64_t started_at_ns, RunPlan plan)
+                     int64_t started_at_ns, RunPlan plan, std::string_view link)
     : impl_(std::make_unique<Impl>()) {
   Database::Impl& db = database.impl();
   impl_->db = &db;
@@ -138,8 +138,8 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
 
   detail::Statement run_insert(
       db.db,
-      "INSERT INTO runs (board_id, source, started_at_ns, status, power_mode_id, device_time_scale, plan) "
-      "VALUES (?1, ?2, ?3, 'recording', ?4, ?5, ?6) RETURNING id",
+      "INSERT INTO runs (board_id, source, started_at_ns, status, power_mode_id, device_time_scale, plan, link) "
+      "VALUES (?1, ?2, ?3, 'recording', ?4, ?5, ?6, ?7) RETURNING id",
       db.path);
   run_insert.bind(1, board_id);
   run_insert.bind(2, source);
@@ -148,6 +148,8 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
   else run_insert.bind_null(4);
   run_insert.bind(5, board.time_scale);
   run_insert.bind(6, to_string(plan));
+  if (link.empty()) run_insert.bind_null(7);
+  else run_insert.bind(7, link);
   impl_->run_id = single_id(run_insert, db.path, "cannot start a run of " + board.name);
 
   const std::string of_run = " of run " + std::to_string(impl_->run_id);

@@ -309,6 +309,74 @@ constexpr const char* kSchemaV9 = R"sql(
 ALTER TABLE runs ADD COLUMN plan TEXT CHECK (plan IN ('profile', 'schedule', 'execute'));
 )sql";
 
+// v10: link transfers (protocol v6). Transfers are an op kind and link-send/link-receive two
+// phases, so the tables whose CHECKs list them are rebuilt with the same rows; a run says
+// which link it ran over, and link_costs keeps what the transfers measured, per board, mode,
+// link kind and direction (derived, like paging_costs).
+constexpr const char* kSchemaV10 = R"sql(
+CREATE TABLE op_shapes_v10 (
+  id INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL
+    CHECK (kind IN ('conv2d', 'linear', 'relu', 'maxpool', 'add', 'paging', 'idle', 'batchnorm',
+                    'layernorm', 'relu6', 'gelu', 'tanh', 'avgpool', 'embedding',
+                    'attention_scores', 'attention_context', 'cross_entropy', 'transfer')),
+  dims TEXT NOT NULL,
+  flops INTEGER NOT NULL CHECK (flops >= 0),
+  bytes_in INTEGER NOT NULL CHECK (bytes_in >= 0),
+  bytes_out INTEGER NOT NULL CHECK (bytes_out >= 0),
+  UNIQUE (kind, dims, flops, bytes_in, bytes_out)
+) STRICT;
+INSERT INTO op_shapes_v10 (id, kind, dims, flops, bytes_in, bytes_out)
+  SELECT id, kind, dims, flops, bytes_in, bytes_out FROM op_shapes;
+CREATE TABLE run_ops_v10 (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  op_id INTEGER NOT NULL CHECK (op_id >= 0),
+  shape_id INTEGER NOT NULL REFERENCES op_shapes_v10 (id),
+  phase TEXT NOT NULL CHECK (phase IN ('forward', 'backward', 'recompute', 'page-in',
+                                       'page-out', 'idle', 'sync', 'link-send', 'link-receive')),
+  PRIMARY KEY (run_id, op_id)
+) STRICT;
+INSERT INTO run_ops_v10 SELECT run_id, op_id, shape_id, phase FROM run_ops;
+DROP TABLE run_ops;
+DROP TABLE op_shapes;
+ALTER TABLE op_shapes_v10 RENAME TO op_shapes;
+ALTER TABLE run_ops_v10 RENAME TO run_ops;
+CREATE INDEX run_ops_shape ON run_ops (shape_id);
+CREATE TABLE op_costs_v10 (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  op_id INTEGER NOT NULL,
+  phase TEXT NOT NULL CHECK (phase IN ('forward', 'backward', 'recompute', 'page-in',
+                                       'page-out', 'idle', 'sync', 'link-send', 'link-receive')),
+  time_s REAL NOT NULL CHECK (time_s >= 0),
+  time_s_stddev REAL CHECK (time_s_stddev >= 0),
+  gross_energy_j REAL,
+  net_energy_j REAL,
+  energy_j_stddev REAL CHECK (energy_j_stddev >= 0),
+  sample_count INTEGER NOT NULL CHECK (sample_count >= 0),
+  PRIMARY KEY (run_id, op_id, phase),
+  CHECK ((gross_energy_j IS NULL) = (net_energy_j IS NULL))
+) STRICT;
+INSERT INTO op_costs_v10 SELECT run_id, op_id, phase, time_s, time_s_stddev, gross_energy_j,
+  net_energy_j, energy_j_stddev, sample_count FROM op_costs;
+DROP TABLE op_costs;
+ALTER TABLE op_costs_v10 RENAME TO op_costs;
+ALTER TABLE runs ADD COLUMN link TEXT;
+CREATE TABLE link_costs (
+  board_id INTEGER NOT NULL REFERENCES boards (id) ON DELETE CASCADE,
+  power_mode_id INTEGER REFERENCES power_modes (id),
+  link TEXT NOT NULL,
+  direction TEXT NOT NULL CHECK (direction IN ('send', 'receive')),
+  bytes INTEGER NOT NULL CHECK (bytes > 0),
+  time_s REAL NOT NULL CHECK (time_s > 0),
+  latency_s REAL NOT NULL CHECK (latency_s >= 0),
+  bandwidth_bytes_per_s REAL NOT NULL CHECK (bandwidth_bytes_per_s > 0),
+  net_energy_j REAL,
+  energy_j_per_byte REAL,
+  runs INTEGER NOT NULL CHECK (runs > 0)
+) STRICT;
+CREATE INDEX link_costs_board ON link_costs (board_id, link, direction, bytes);
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
     Migration{2, kSchemaV2},
@@ -319,6 +387,7 @@ constexpr std::array kMigrations{
     Migration{7, kSchemaV7},
     Migration{8, kSchemaV8},
     Migration{9, kSchemaV9},
+    Migration{10, kSchemaV10},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");

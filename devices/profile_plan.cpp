@@ -94,6 +94,30 @@ ProfilePlan default_profile_plan(const BoardProfile& board, uint32_t seed) {
   return plan;
 }
 
+ProfilePlan link_test_plan(const BoardProfile& board, uint32_t seed) {
+  ProfilePlan plan;
+  // Three sizes a decade or more apart, so the fit of time against bytes separates the fixed
+  // cost of a transfer (a round trip) from its rate. A microcontroller's UART or USB-CDC link
+  // moves tens of kB/s: its largest transfer stays well under a second.
+  const bool micro = is_microcontroller(board);
+  const std::vector<uint32_t> sizes = micro ? std::vector<uint32_t>{256, 2048, 8192}
+                                            : std::vector<uint32_t>{4096, 64 << 10, 1 << 20};
+  const uint32_t idle_us = micro ? 100'000 : 200'000;
+  uint32_t next_id = 1;
+  for (uint32_t bytes : sizes)
+    for (const Phase phase : {Phase::kLinkSend, Phase::kLinkReceive})
+      plan.ops.push_back({.op_id = next_id++, .shape = profiler::transfer(bytes), .phase = phase});
+  std::mt19937 rng(seed);
+  std::shuffle(plan.ops.begin(), plan.ops.end(), rng);
+  plan.ops.insert(plan.ops.begin(), PlannedOp{.op_id = next_id++,
+                                              .shape = profiler::idle(idle_us),
+                                              .phase = Phase::kIdle,
+                                              .windows = 1});
+  for (auto& op : plan.ops)
+    if (op.phase != Phase::kIdle) op.idle_after_us = idle_us / 4;
+  return plan;
+}
+
 protocol::PlanOp to_wire(const PlannedOp& op) {
   protocol::PlanOp w;
   w.op_id = op.op_id;

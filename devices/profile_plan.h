@@ -32,6 +32,11 @@ struct ProfilePlan {
 /// ops. The order is shuffled with `seed` so slow drifts do not line up with op kinds.
 ProfilePlan default_profile_plan(const BoardProfile& board, uint32_t seed);
 
+/// A plan that measures the board's link to the host (protocol v6): transfers of three sizes
+/// each way (phases link-send and link-receive), three windows each, idle gaps between them
+/// for the idle power the transfers' energy is net of.
+ProfilePlan link_test_plan(const BoardProfile& board, uint32_t seed);
+
 protocol::PlanOp to_wire(const PlannedOp& op);
 /// Inverse of to_wire; false for an unknown op kind or phase code.
 bool from_wire(const protocol::PlanOp& wire, PlannedOp& out);

@@ -27,6 +27,7 @@ SimBoard::SimBoard(const BoardProfile& board, const SimBoardOptions& options)
       ina_(board.ina219),
       rng_(options.seed),
       truth_model_(board.sim_truth, options.seed) {
+  truth_model_.set_link(link_named(options.link.empty() ? default_link(board.name, board.name) : options.link));
   if (options.external_logger) {
     PowerLoggerOptions logger = *options.external_logger;
     logger.time_scale = options.time_scale;  // one simulation: its clock runs at the board's pace
@@ -148,6 +149,13 @@ void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
       send(pong, out);
       return;
     }
+    case proto::MsgType::kHostLinkData: {
+      static thread_local proto::HostLinkData data;
+      if (proto::parse_message(frame, data)) link_bytes_received_ += data.length;
+      return;
+    }
+    case proto::MsgType::kLinkAck:
+      return;  // the simulated link's time is the truth model's, not the host's answer
     case proto::MsgType::kPhaseModes: {
       proto::PhaseModes phases;
       if (!proto::parse_message(frame, phases)) break;
@@ -328,6 +336,8 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
     warmup_ns_ += s.end_ns - s.begin_ns;
     warmup_energy_j_ += s.power_w * static_cast<double>(s.end_ns - s.begin_ns) * 1e-9;
   }
+  if (s.is_span && plan_[op_index_].shape.kind == profiler::OpKind::kTransfer)
+    exchange_transfer(plan_[op_index_], out);
   if (s.is_span) {
     proto::OpSpanMsg span;
     span.op_id = s.op_id;
@@ -381,6 +391,26 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
   }
   if (!next_segment(s.end_ns))
     end_run(stop_requested_ ? proto::RunEnd::kStopped : proto::RunEnd::kCompleted, out);
+}
+
+void SimBoard::exchange_transfer(const PlannedOp& op, std::vector<uint8_t>& out) {
+  const uint32_t bytes = op.shape.dims[0];
+  const uint32_t transfer = next_transfer_++;
+  if (op.phase == Phase::kLinkReceive) {
+    send(proto::LinkPull{.transfer = transfer, .bytes = bytes}, out);
+    return;
+  }
+  static thread_local proto::LinkData data;
+  data.transfer = transfer;
+  for (uint32_t offset = 0; offset < bytes || bytes == 0;) {
+    const auto n = static_cast<uint32_t>(std::min<std::size_t>(proto::kMaxLinkDataBytes, bytes - offset));
+    data.offset = offset;
+    data.fill(n);
+    offset += n;
+    data.last = offset >= bytes;
+    send(data, out);
+    if (data.last) break;
+  }
 }
 
 void SimBoard::take_sample(int64_t t_ns, double power_w, std::vector<uint8_t>& out) {

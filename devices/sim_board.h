@@ -80,6 +80,9 @@ struct SimBoardOptions {
   double time_scale = 1;
   SimPowerSensor sensor = SimPowerSensor::kIna219;
   int64_t tegrastats_interval_ns = 100'000'000;  ///< ergon's tegrastats probe's default
+  /// The link kind the board talks to its host over (link_profiles()): what its transfers
+  /// take and draw. Empty: default_link() for the board.
+  std::string link;
 };
 
 /// A simulated board running the Ergon agent, without any I/O: host bytes go in through
@@ -146,6 +149,9 @@ class SimBoard {
   void append_sample(uint64_t ticks, int32_t bus_uv, int32_t current_ua, int32_t power_uw, uint8_t flags,
                      std::vector<uint8_t>& out);
   void flush_batch(std::vector<uint8_t>& out);
+  /// A transfer window's bytes on the real link: one transfer's LinkData frames (link-send),
+  /// or a LinkPull the host answers (link-receive). Its time is the truth model's.
+  void exchange_transfer(const PlannedOp& op, std::vector<uint8_t>& out);
   void log(protocol::LogLevel level, const std::string& text, std::vector<uint8_t>& out);
   /// Encodes and appends one frame; returns whether the (simulated) link left it intact.
   template <class Msg>
@@ -191,6 +197,8 @@ class SimBoard {
   std::vector<TruthSpan> truth_;
   int64_t warmup_ns_ = 0;
   double warmup_energy_j_ = 0;
+  uint32_t next_transfer_ = 1;
+  uint64_t link_bytes_received_ = 0;  ///< HostLinkData filler from the host
 };
 
 }  // namespace ergon::devices

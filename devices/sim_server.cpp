@@ -43,7 +43,8 @@ SimServer::SimServer(const BoardProfile& board, const SimServerOptions& options)
                              .power_mode = options.power_mode,
                              .threads = options.threads,
                              .time_scale = std::max(0.0, options.speed),
-                             .sensor = options.sensor}),
+                             .sensor = options.sensor,
+                             .link = options.link}),
       options_(options) {}
 
 SimServer::~SimServer() {

@@ -30,6 +30,9 @@ struct SimServerOptions {
   int threads = 1;
   /// Its own power monitor: the INA219 model, or tegrastats' interval means.
   SimPowerSensor sensor = SimPowerSensor::kIna219;
+  /// The link kind the board's transfers take the time and power of (link_profiles());
+  /// empty: default_link() for the board.
+  std::string link;
 };
 
 /// A simulated board behind a real byte link: a pseudo-terminal (the host opens its slave

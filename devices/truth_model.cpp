@@ -1,5 +1,7 @@
 #include "devices/truth_model.h"
 
+#include "devices/protocol/messages.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -101,8 +103,61 @@ void TruthModel::advance(int64_t t_ns, double dynamic_w) {
   if (throttled_ && temperature_c_ <= params_.release_c) throttled_ = false;
 }
 
+uint64_t link_wire_bytes(uint64_t payload_bytes) {
+  namespace proto = protocol;
+  auto frame = [](uint64_t filler) {
+    return proto::cobs_max_encoded_size(proto::kHeaderBytes + 9 + filler + proto::kCrcBytes) + 2;
+  };
+  const uint64_t full = payload_bytes / proto::kMaxLinkDataBytes;
+  const uint64_t rest = payload_bytes % proto::kMaxLinkDataBytes;
+  return full * frame(proto::kMaxLinkDataBytes) + (rest != 0 || full == 0 ? frame(rest) : 0);
+}
+
+ProfileCost transfer_truth_cost(const BoardProfile& board, const LinkProfile& link, uint64_t bytes, Phase phase) {
+  ProfileCost c;
+  c.time_s = 2 * link.latency_s + static_cast<double>(link_wire_bytes(bytes)) / link.bytes_per_s;
+  const auto& per_byte = phase == Phase::kLinkSend ? link.tx_j_per_byte : link.rx_j_per_byte;
+  const auto& any = link.tx_j_per_byte ? link.tx_j_per_byte : link.rx_j_per_byte;
+  const double link_w = per_byte ? *per_byte * link.bytes_per_s
+                        : any    ? *any * link.bytes_per_s
+                                 : board.compute_w / 3;
+  c.power_w = board.idle_w + link_w;
+  return c;
+}
+
+OpRun TruthModel::run_transfer(const BoardProfile& board, const profiler::OpShape& shape, Phase phase,
+                               uint32_t invocations, double min_time_s) {
+  OpRun r;
+  r.temperature_c = temperature_c_;
+  const LinkProfile link = link_ ? *link_ : link_named(default_link(board.name, board.name));
+  const ProfileCost p0 = transfer_truth_cost(board, link, shape.bytes_in, phase);
+  // The link's time varies as a computation's does; its round trip is part of that time.
+  MeanOne time_draw(params_.time_jitter);
+  double sum_s = 0;
+  uint32_t n = 0;
+  const uint32_t wanted = std::max<uint32_t>(1, invocations);
+  for (;;) {
+    sum_s += p0.time_s * time_draw(rng_);
+    ++n;
+    if (min_time_s > 0 ? sum_s >= min_time_s || n >= 1'000'000 : n >= wanted) break;
+  }
+  r.invocations = n;
+  r.duration_ns = std::max<int64_t>(1, std::llround(sum_s * 1e9));
+  const double true_s = static_cast<double>(r.duration_ns) * 1e-9;
+  std::normal_distribution<double> spread(1.0, board.power_jitter);
+  const double dynamic_w = p0.power_w - board.idle_w;
+  r.power_w = board.idle_w + std::max(0.0, dynamic_w * (board.power_jitter > 0 ? spread(rng_) : 1.0));
+  r.profile_time_s = n * p0.time_s;
+  r.profile_energy_j = r.profile_time_s * p0.power_w;
+  r.time_by.jitter = true_s - r.profile_time_s;
+  r.energy_by.jitter = r.time_by.jitter * p0.power_w;
+  r.energy_by.power = true_s * (r.power_w - p0.power_w);
+  return r;
+}
+
 OpRun TruthModel::run(const BoardProfile& board, const profiler::OpShape& shape, Phase phase,
                       uint32_t invocations, double min_time_s, bool cold) {
+  if (shape.kind == OpKind::kTransfer) return run_transfer(board, shape, phase, invocations, min_time_s);
   OpRun r;
   r.temperature_c = temperature_c_;
   if (shape.kind == OpKind::kIdle) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "devices/board_profile.h"
+#include "devices/link_profile.h"
 #include "profiler/op.h"
 
 namespace ergon::devices {
@@ -75,7 +76,17 @@ class TruthModel {
   [[nodiscard]] bool throttled() const { return throttled_; }
   [[nodiscard]] const SimTruth& params() const { return params_; }
 
+  /// The link the simulated board talks to its host over: what its transfers (protocol v6,
+  /// OpKind::kTransfer) take and draw. Default: ethernet for a Linux board, uart-1m for a
+  /// microcontroller (default_link()).
+  void set_link(const LinkProfile& link) { link_ = link; }
+  [[nodiscard]] const std::optional<LinkProfile>& link() const { return link_; }
+
  private:
+  OpRun run_transfer(const BoardProfile& board, const profiler::OpShape& shape, profiler::Phase phase,
+                     uint32_t invocations, double min_time_s);
+
+  std::optional<LinkProfile> link_;
   SimTruth params_;
   std::mt19937_64 rng_;
   double temperature_c_ = 0;
@@ -85,6 +96,16 @@ class TruthModel {
 
 /// The memory-bound part's slowdown for an op touching `bytes` (1 without a cache).
 double working_set_factor(const SimTruth& truth, uint64_t bytes);
+
+/// One transfer of `bytes` over `link` as the simulator's truth takes it before jitter: a
+/// round trip (the request or acknowledgement that brackets it) plus the bytes on the wire
+/// (LinkData frames: header, CRC, COBS and delimiters included) at the link's rate; the
+/// board draws its idle power plus the link's published energy per byte at that rate, or,
+/// where none is published, the simulator's own assumption of a third of a busy core.
+ProfileCost transfer_truth_cost(const BoardProfile& board, const LinkProfile& link, uint64_t bytes,
+                                profiler::Phase phase);
+/// Bytes on the wire for `payload_bytes` of LinkData filler.
+uint64_t link_wire_bytes(uint64_t payload_bytes);
 /// What one invocation of a compute op takes on average on the simulated board, warm and
 /// unthrottled: the published roofline with the working-set slowdown (the expectation the
 /// per-invocation jitter draws around). Paging and idle ops: the published figures, which are

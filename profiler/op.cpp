@@ -93,6 +93,13 @@ OpShape paging(uint32_t bytes) {
   return s;
 }
 
+OpShape transfer(uint32_t bytes) {
+  OpShape s = make(OpKind::kTransfer, {bytes});
+  s.bytes_in = bytes;
+  s.bytes_out = bytes;
+  return s;
+}
+
 OpShape idle(uint32_t duration_us) { return make(OpKind::kIdle, {duration_us}); }
 
 std::string_view to_string(OpKind kind) {
@@ -114,6 +121,7 @@ std::string_view to_string(OpKind kind) {
     case OpKind::kAttentionScores: return "attention_scores";
     case OpKind::kAttentionContext: return "attention_context";
     case OpKind::kCrossEntropy: return "cross_entropy";
+    case OpKind::kTransfer: return "transfer";
   }
   return "unknown";
 }
@@ -127,12 +135,14 @@ std::string_view to_string(Phase phase) {
     case Phase::kPageOut: return "page-out";
     case Phase::kIdle: return "idle";
     case Phase::kSync: return "sync";
+    case Phase::kLinkSend: return "link-send";
+    case Phase::kLinkReceive: return "link-receive";
   }
   return "unknown";
 }
 
 std::optional<Phase> phase_from_name(std::string_view name) {
-  for (uint8_t code = static_cast<uint8_t>(Phase::kForward); code <= static_cast<uint8_t>(Phase::kSync);
+  for (uint8_t code = static_cast<uint8_t>(Phase::kForward); code <= static_cast<uint8_t>(kLastPhase);
        ++code) {
     const auto phase = static_cast<Phase>(code);
     if (to_string(phase) == name) return phase;
@@ -147,7 +157,7 @@ std::optional<OpKind> op_kind_from_code(uint8_t code) {
 }
 
 std::optional<Phase> phase_from_code(uint8_t code) {
-  if (code >= static_cast<uint8_t>(Phase::kForward) && code <= static_cast<uint8_t>(Phase::kSync))
+  if (code >= static_cast<uint8_t>(Phase::kForward) && code <= static_cast<uint8_t>(kLastPhase))
     return static_cast<Phase>(code);
   return std::nullopt;
 }

@@ -30,8 +30,12 @@ enum class OpKind : uint8_t {
   kAttentionScores = 15,  ///< dims: batch, seq, dim, heads, causal (0/1)
   kAttentionContext = 16, ///< dims: batch, seq, dim, heads
   kCrossEntropy = 17,     ///< softmax cross-entropy; dims: rows, classes
+  // Since protocol v6.
+  /// Bytes moved over the board's link to or from the host (phase link-send or
+  /// link-receive); dims: bytes. Measures what a pipeline's activations and gradients cost.
+  kTransfer = 18,
 };
-inline constexpr OpKind kLastOpKind = OpKind::kCrossEntropy;
+inline constexpr OpKind kLastOpKind = OpKind::kTransfer;
 
 /// kConv2d's last dim: kernel | stride << 8 | depthwise << 16 (stride 0 reads as 1).
 constexpr uint32_t conv_window(uint32_t kernel, uint32_t stride, bool depthwise) {
@@ -50,7 +54,10 @@ enum class Phase : uint8_t {
   kPageOut = 5,
   kIdle = 6,
   kSync = 7,
+  kLinkSend = 8,     ///< since protocol v6: the board sends bytes to the host over its link
+  kLinkReceive = 9,  ///< since protocol v6: the board receives bytes from the host
 };
+inline constexpr Phase kLastPhase = Phase::kLinkReceive;
 
 inline constexpr std::size_t kMaxDims = 6;
 
@@ -87,6 +94,7 @@ OpShape max_pool(uint32_t batch, uint32_t channels, uint32_t height, uint32_t wi
                  uint32_t window, Phase phase);
 OpShape add(uint32_t elements, Phase phase);
 OpShape paging(uint32_t bytes);
+OpShape transfer(uint32_t bytes);
 OpShape idle(uint32_t duration_us);
 
 std::string_view to_string(OpKind kind);

@@ -200,16 +200,52 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
       return fail(SessionState::kDisconnected, "board said goodbye");
     case proto::MsgType::kPong:
       return;
+    case proto::MsgType::kLinkData: {
+      // A link-send window: the board times until every byte is acknowledged.
+      static thread_local proto::LinkData data;
+      if (!proto::parse_message(frame, data)) return bad("malformed LinkData");
+      if (data.transfer != link_transfer_) {
+        link_transfer_ = data.transfer;
+        link_transfer_bytes_ = 0;
+      }
+      link_transfer_bytes_ += data.length;
+      stats_.link_bytes_received += data.length;
+      if (data.last) send(proto::LinkAck{.transfer = data.transfer, .bytes = link_transfer_bytes_}, out);
+      return;
+    }
+    case proto::MsgType::kLinkPull: {
+      // A link-receive window: the board times until these bytes have all arrived.
+      proto::LinkPull pull;
+      if (!proto::parse_message(frame, pull)) return bad("malformed LinkPull");
+      static thread_local proto::HostLinkData data;
+      data.transfer = pull.transfer;
+      for (uint32_t offset = 0; offset < pull.bytes;) {
+        const uint32_t n = std::min<uint32_t>(pull.frame_bytes, pull.bytes - offset);
+        data.offset = offset;
+        data.fill(n);
+        offset += n;
+        data.last = offset >= pull.bytes;
+        send(data, out);
+      }
+      stats_.link_bytes_sent += pull.bytes;
+      return;
+    }
     default:
       return bad("unexpected message type " + std::to_string(static_cast<int>(frame.type)));
   }
 }
 
 void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out) {
-  if (msg.protocol_version != proto::kProtocolVersion) {
+  // v6 added link transfers only: a v5 board records everything else as before.
+  if (msg.protocol_version != proto::kProtocolVersion && msg.protocol_version != 5) {
     return fail(SessionState::kFailed,
                 source_ + " speaks protocol v" + std::to_string(msg.protocol_version) +
                     ", this ergon speaks v" + std::to_string(proto::kProtocolVersion));
+  }
+  if (options_.link_test && msg.protocol_version < 6) {
+    return fail(SessionState::kFailed,
+                source_ + " speaks protocol v" + std::to_string(msg.protocol_version) +
+                    ", which has no link transfers (v6): update its agent or firmware");
   }
   BoardHello hello;
   hello.kind = msg.board_kind;
@@ -297,7 +333,9 @@ void RecordSession::begin(BoardHello hello, const std::string& warning, std::vec
   if (!profile && hello.kind != BoardKind::kLinuxHost) profile = options_.expected_board;
   if (!profile) profile = BoardProfile{.kind = hello.kind, .name = kLinuxHostKindName, .ram_bytes = hello.ram_bytes};
   hello_ = std::move(hello);
-  plan_ = options_.plan ? *options_.plan : default_profile_plan(*profile, options_.seed);
+  plan_ = options_.plan        ? *options_.plan
+          : options_.link_test ? link_test_plan(*profile, options_.seed)
+                               : default_profile_plan(*profile, options_.seed);
   if (options_.min_window_us) plan_.min_window_us = *options_.min_window_us;
   const int64_t now = clock_.now_ns();
   sink_.begin(*hello_, plan_, now);

@@ -45,6 +45,8 @@ struct LinkStats {
   uint64_t samples = 0;
   uint64_t sync_points = 0;
   uint64_t bad_messages = 0;  ///< intact frames whose payload did not parse
+  uint64_t link_bytes_received = 0;  ///< LinkData filler of the board's link-send windows
+  uint64_t link_bytes_sent = 0;      ///< filler sent for its link-receive windows
   std::optional<protocol::RunDone> device_done;  ///< what the device said it sent
   /// What an executed schedule computed (RecordOptions::execute), as the device reported it.
   std::optional<protocol::ExecutionReport> execution;
@@ -108,6 +110,10 @@ struct RecordOptions {
   /// Run this plan instead of the board's default profile plan, in this mode (kSchedule: a
   /// training schedule's steps, each once, in order).
   std::optional<ProfilePlan> plan;
+  /// Run link_test_plan() (protocol v6 transfers to and from the host) instead of the
+  /// board's profile plan; `link` names the link kind the costs are stored under.
+  bool link_test = false;
+  std::string link;
   protocol::StartMode mode = protocol::StartMode::kProfile;
   /// With mode kExecute: the model and schedule the board executes.
   std::optional<ExecuteRequest> execute;
@@ -201,6 +207,8 @@ class RecordSession {
   int syncs_sent_in_state_ = 0;
   int syncs_answered_in_state_ = 0;
   uint32_t run_tag_ = 0;
+  uint32_t link_transfer_ = 0;        ///< the board's link-send transfer arriving now
+  uint32_t link_transfer_bytes_ = 0;  ///< and its bytes so far
   SessionState end_state_ = SessionState::kCompleted;
 };
 

@@ -16,7 +16,7 @@
 
 namespace ergon::devices::protocol {
 
-inline constexpr uint16_t kProtocolVersion = 5;
+inline constexpr uint16_t kProtocolVersion = 6;
 inline constexpr std::size_t kHeaderBytes = 6;
 inline constexpr std::size_t kCrcBytes = 4;
 /// Largest payload of any frame; sized so a Cortex-M0+ with 32 KB of RAM can hold a frame.
@@ -37,6 +37,8 @@ enum class MsgType : uint8_t {
   kPong = 0x08,
   kExecutionReport = 0x09,  ///< since v3
   kPowerModeSet = 0x0A,     ///< since v4
+  kLinkData = 0x0B,         ///< since v6
+  kLinkPull = 0x0C,         ///< since v6
   kHelloRequest = 0x81,
   kSyncRequest = 0x82,
   kPlanOp = 0x83,
@@ -47,6 +49,8 @@ enum class MsgType : uint8_t {
   kScheduleSteps = 0x88,  ///< since v3
   kSetPowerMode = 0x89,   ///< since v4
   kPhaseModes = 0x8A,     ///< since v4
+  kHostLinkData = 0x8B,   ///< since v6
+  kLinkAck = 0x8C,        ///< since v6
 };
 
 /// A decoded frame. `payload` points into the decoder's buffer and is valid only during the

@@ -619,4 +619,86 @@ struct PhaseModes {
   }
 };
 
+/// Filler bytes a LinkData frame carries at most.
+inline constexpr std::size_t kMaxLinkDataBytes = kMaxPayloadBytes - 9;
+
+/// The bytes of a link transfer (since v6), in either direction: device -> host as kLinkData
+/// while the board times a link-send, host -> device as kHostLinkData answering a LinkPull.
+/// `offset` counts the transfer's bytes before this frame; `last` ends the transfer. The
+/// filler carries no meaning (a pattern without zero bytes, so COBS adds a byte per 254).
+template <MsgType Type>
+struct LinkDataOf {
+  static constexpr MsgType kType = Type;
+  uint32_t transfer = 0;
+  uint32_t offset = 0;
+  bool last = false;
+  uint16_t length = 0;
+  uint8_t data[kMaxLinkDataBytes] = {};
+
+  /// Fills `data` with the filler pattern for `n` bytes from `offset`.
+  void fill(std::size_t n) {
+    length = static_cast<uint16_t>(n);
+    for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<uint8_t>(1 + (offset + i) % 251);
+  }
+  bool write(Writer& w) const {
+    if (length > kMaxLinkDataBytes) return false;
+    w.u32(transfer);
+    w.u32(offset);
+    w.u8(last ? 1 : 0);
+    w.bytes(data, length);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    transfer = r.u32();
+    offset = r.u32();
+    const uint8_t l = r.u8();
+    last = l == 1;
+    length = static_cast<uint16_t>(r.remaining());
+    if (length > kMaxLinkDataBytes || l > 1) return false;
+    r.bytes(data, length);
+    return r.ok();
+  }
+};
+using LinkData = LinkDataOf<MsgType::kLinkData>;
+using HostLinkData = LinkDataOf<MsgType::kHostLinkData>;
+
+/// Device -> host (since v6): the board's link-receive window has begun; send `bytes` bytes
+/// of transfer `transfer` as HostLinkData frames of up to `frame_bytes` filler each.
+struct LinkPull {
+  static constexpr MsgType kType = MsgType::kLinkPull;
+  uint32_t transfer = 0;
+  uint32_t bytes = 0;
+  uint16_t frame_bytes = kMaxLinkDataBytes;
+  bool write(Writer& w) const {
+    w.u32(transfer);
+    w.u32(bytes);
+    w.u16(frame_bytes);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    transfer = r.u32();
+    bytes = r.u32();
+    frame_bytes = r.u16();
+    return r.ok() && bytes != 0 && frame_bytes != 0 && frame_bytes <= kMaxLinkDataBytes;
+  }
+};
+
+/// Host -> device (since v6): every byte of the board's transfer `transfer` arrived (the
+/// last LinkData frame did): the board's link-send window ends when this does.
+struct LinkAck {
+  static constexpr MsgType kType = MsgType::kLinkAck;
+  uint32_t transfer = 0;
+  uint32_t bytes = 0;  ///< what the host received of it (frames lost on the way are missing)
+  bool write(Writer& w) const {
+    w.u32(transfer);
+    w.u32(bytes);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    transfer = r.u32();
+    bytes = r.u32();
+    return r.ok();
+  }
+};
+
 }  // namespace ergon::devices::protocol

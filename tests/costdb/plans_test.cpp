@@ -126,7 +126,7 @@ TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
   // Turn the file back into schema version 1: drop what versions 2 to 7 added (v5 only widened a CHECK).
   raw_exec(db_path(),
            "DROP TRIGGER runs_delete_power_run; ALTER TABLE runs DROP COLUMN power_run_id; "
-           "ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; "
+           "ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; ALTER TABLE runs DROP COLUMN link; DROP TABLE link_costs; "
            "DROP TABLE run_attributions; DROP INDEX plans_key; ALTER TABLE plans DROP COLUMN objective; "
            "ALTER TABLE plans DROP COLUMN graph_digest; ALTER TABLE plans DROP COLUMN gap; "
            "ALTER TABLE plans DROP COLUMN energy_j; ALTER TABLE plans DROP COLUMN time_s; "
@@ -165,7 +165,7 @@ TEST_F(PlansTest, AVersionSixPlanMadeOnMeasuredCostsStillSaysSoAfterTheUpgrade) 
            "('pi4', 'measured', 0, 0, 0), ('pi4', 'profile', 0, 0, 0); "
            "UPDATE plans SET board_id = (SELECT id FROM boards WHERE name = "
            "CASE plans.cost_source WHEN 'measured' THEN 'measured' ELSE 'profile' END); "
-           "ALTER TABLE plans DROP COLUMN cost_source; ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; "
+           "ALTER TABLE plans DROP COLUMN cost_source; ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; ALTER TABLE runs DROP COLUMN link; DROP TABLE link_costs; "
            "PRAGMA user_version = 6;");
   Database db = Database::open(db_path());
   ASSERT_EQ(db.schema_version(), kSchemaVersion);

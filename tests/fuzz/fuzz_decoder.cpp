@@ -52,6 +52,10 @@ void parse_all(const proto::Frame& f) {
   check_round_trip<proto::SetPowerMode>(f);
   check_round_trip<proto::PowerModeSet>(f);
   check_round_trip<proto::PhaseModes>(f);
+  check_round_trip<proto::LinkData>(f);
+  check_round_trip<proto::HostLinkData>(f);
+  check_round_trip<proto::LinkPull>(f);
+  check_round_trip<proto::LinkAck>(f);
 }
 
 }  // namespace

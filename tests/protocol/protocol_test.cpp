@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -334,6 +335,16 @@ struct Golden {
   std::vector<uint8_t> bytes;
 };
 
+template <class Msg>
+Msg sample_link_data() {
+  Msg m;
+  m.transfer = 7;
+  m.offset = 1015;
+  m.last = true;
+  m.fill(40);
+  return m;
+}
+
 std::vector<Golden> golden_messages() {
   return {
       {"hello.bin", encode(sample_hello(), 0)},
@@ -361,7 +372,44 @@ std::vector<Golden> golden_messages() {
       {"set_power_mode.bin", encode(sample_set_power_mode(), 8)},
       {"power_mode_set.bin", encode(sample_power_mode_set(), 9)},
       {"phase_modes.bin", encode(sample_phase_modes(), 10)},
+      {"link_data.bin", encode(sample_link_data<LinkData>(), 11)},
+      {"link_pull.bin", encode(LinkPull{.transfer = 7, .bytes = 65536, .frame_bytes = 1015}, 12)},
+      {"host_link_data.bin", encode(sample_link_data<HostLinkData>(), 11)},
+      {"link_ack.bin", encode(LinkAck{.transfer = 7, .bytes = 65536}, 12)},
   };
+}
+
+// A link transfer's bytes arrive as sent, and a frame claiming more filler than a frame
+// holds, or a bad `last` flag, is refused.
+TEST(LinkMessages, RoundTripAndRefuseBadFields) {
+  const auto data = sample_link_data<LinkData>();
+  const auto bytes = encode(data, 0);
+  Decoder d;
+  const auto frames = decode_all(d, bytes);
+  ASSERT_EQ(frames.size(), 1U);
+  LinkData back;
+  ASSERT_TRUE(parse_message(frames[0], back));
+  EXPECT_EQ(back.transfer, data.transfer);
+  EXPECT_EQ(back.offset, data.offset);
+  EXPECT_TRUE(back.last);
+  ASSERT_EQ(back.length, data.length);
+  EXPECT_TRUE(std::equal(back.data, back.data + back.length, data.data));
+  EXPECT_EQ(std::count(back.data, back.data + back.length, 0), 0) << "the filler has no zero bytes (COBS overhead)";
+
+  LinkPull pull;
+  Frame f{.type = MsgType::kLinkPull};
+  uint8_t payload[10] = {7, 0, 0, 0, 0, 0, 0, 0, 0xF7, 0x03};  // 0 bytes: refused
+  f.payload = payload;
+  f.payload_size = sizeof payload;
+  EXPECT_FALSE(parse_message(f, pull));
+  payload[4] = 1;  // 1 byte, in frames of 1015: fine
+  EXPECT_TRUE(parse_message(f, pull));
+  payload[8] = 0xF8;  // frames of 1016 bytes of filler: more than a frame holds
+  EXPECT_FALSE(parse_message(f, pull));
+
+  uint8_t bad_last[10] = {1, 0, 0, 0, 0, 0, 0, 0, 2, 0x55};
+  Frame g{.type = MsgType::kLinkData, .payload = bad_last, .payload_size = sizeof bad_last};
+  EXPECT_FALSE(parse_message(g, back));
 }
 
 TEST(GoldenCaptures, EncoderProducesTheCapturedBytes) {
