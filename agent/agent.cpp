@@ -514,14 +514,18 @@ class Agent {
   void transfer(Connection& link, Commands& commands, const PlannedOp& op) {
     const uint32_t bytes = op.shape.dims[0];
     if (bytes == 0) throw InputError("a transfer of 0 bytes measures nothing");
-    const uint32_t id = ++next_transfer_;
-    const auto timeout = std::chrono::seconds(10);
+    // A pipeline's transfers carry their tag (the host relays them between boards), and a
+    // receive waits as long as the upstream board takes to produce its bytes.
+    const uint32_t tag = op.shape.dims[1];
+    const uint32_t id = tag != 0 ? tag : ++next_transfer_;
+    const auto timeout = std::chrono::seconds(tag != 0 ? 120 : 10);
     if (op.phase == profiler::Phase::kLinkReceive) {
       link.send(proto::LinkPull{.transfer = id, .bytes = bytes});
       std::unique_lock lock(commands.m);
       if (!commands.cv.wait_for(lock, timeout, [&] { return commands.rx_done == id || link.broken(); }) ||
           link.broken())
-        throw DeviceError("link-receive of " + std::to_string(bytes) + " bytes: the host sent no data within 10 s");
+        throw DeviceError("link-receive of " + std::to_string(bytes) + " bytes: the host sent no data within " +
+                          std::to_string(timeout.count()) + " s");
       return;
     }
     if (op.phase != profiler::Phase::kLinkSend)

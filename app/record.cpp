@@ -28,7 +28,14 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, const Reco
                                                                                                : costdb::RunPlan::kProfile,
                                              request.options.link_test ? std::optional<std::string>(request.options.link)
                                                                        : std::nullopt));
-    recorder.add(port, request.baud, request.options, *sinks.back());
+    const std::size_t i = sinks.size() - 1;
+    if (i < request.port_plans.size()) {
+      devices::RecordOptions own = request.options;
+      own.plan = request.port_plans[i];
+      recorder.add(port, request.baud, own, *sinks.back());
+    } else {
+      recorder.add(port, request.baud, request.options, *sinks.back());
+    }
   }
 
   std::vector<const devices::RecordSession*> final_sessions;

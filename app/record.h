@@ -21,6 +21,9 @@ struct RecordRequest {
   uint32_t baud = 115200;
   std::filesystem::path db_path = "ergon.db";
   devices::RecordOptions options;
+  /// Per port (same order as `ports`, when not empty): the plan that port's board runs
+  /// instead of options.plan (a pipeline gives each board its own stage).
+  std::vector<devices::ProfilePlan> port_plans;
 };
 
 struct BoardOutcome {

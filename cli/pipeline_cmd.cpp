@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "cli/plan_cmd.h"
+#include "app/pipeline_run.h"
 #include "planner/graph_json.h"
 #include "planner/schedule.h"
 
@@ -151,7 +152,80 @@ void print_text(const app::PipelineOutcome& o, std::ostream& out) {
 
 }  // namespace
 
+namespace {
+
+int validate_pipeline(const app::PipelineArgs& args, const PipelineOutput& output, std::ostream& out) {
+  if (output.split != "best") throw InputError("--validate runs the best split: drop --split");
+  app::PipelineRunRequest request;
+  request.ports = output.ports;
+  request.speed = output.speed;
+  request.db = args.db.empty() ? "ergon.db" : args.db;
+  const bool tty = !output.json && ::isatty(STDERR_FILENO) == 1;
+  const auto r = app::run_pipeline(args, request, [&](app::PipelineRunPhase p) {
+    if (!tty) return;
+    std::cerr << (p == app::PipelineRunPhase::kPlanning  ? "planning the pipeline\n"
+                  : p == app::PipelineRunPhase::kRunning ? "running it on the boards (activations and gradients relayed "
+                                                           "through this host)\n"
+                                                         : "attributing each board's run\n");
+  });
+  auto pct = [](double measured, double predicted) {
+    return predicted > 0 ? fmt::format("{:+.2f} %", 100 * (measured / predicted - 1)) : std::string("-");
+  };
+  if (output.json) {
+    nlohmann::json j;
+    j["plan"] = to_json(r.plan);
+    j["boards"] = nlohmann::json::array();
+    for (const auto& b : r.boards)
+      j["boards"].push_back({{"board", b.board},
+                             {"run", b.run_id},
+                             {"predicted_busy_s", b.predicted_busy_s},
+                             {"measured_busy_s", b.measured_busy_s},
+                             {"predicted_dynamic_j", b.predicted_dynamic_j},
+                             {"measured_dynamic_j", b.measured_dynamic_j ? nlohmann::json(*b.measured_dynamic_j)
+                                                                         : nlohmann::json(nullptr)},
+                             {"measured_transfer_s", b.measured_transfer_s},
+                             {"measured_link_j", b.measured_link_j},
+                             {"idle_w", b.idle_w},
+                             {"steps", b.steps},
+                             {"steps_arrived", b.steps_arrived}});
+    j["predicted_makespan_s"] = r.predicted_makespan_s;
+    j["measured_makespan_s"] = r.measured_makespan_s;
+    j["predicted_energy_j"] = r.predicted_energy_j;
+    j["measured_energy_j"] = r.measured_energy_j ? nlohmann::json(*r.measured_energy_j) : nlohmann::json(nullptr);
+    j["incomplete"] = r.incomplete;
+    out << j.dump(2) << "\n";
+    return r.incomplete.empty() ? 0 : 1;
+  }
+  print_text(r.plan, out);
+  out << fmt::format("\n{:<6} {:<9} {:>5} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>11}\n", "stage", "board", "run",
+                     "busy pred", "measured", "error", "J pred", "measured", "error", "link s");
+  for (std::size_t s = 0; s < r.boards.size(); ++s) {
+    const auto& b = r.boards[s];
+    out << fmt::format("{:<6} {:<9} {:>5} {:>10.4g} s {:>10.4g} s {:>9} {:>10.4g} J {:>12} {:>9} {:>9.4g} s\n", s,
+                       b.board, b.run_id, b.predicted_busy_s, b.measured_busy_s,
+                       pct(b.measured_busy_s, b.predicted_busy_s), b.predicted_dynamic_j,
+                       b.measured_dynamic_j ? fmt::format("{:.4g} J", *b.measured_dynamic_j) : "unknown",
+                       b.measured_dynamic_j ? pct(*b.measured_dynamic_j, b.predicted_dynamic_j) : "-",
+                       b.measured_transfer_s);
+  }
+  const bool lower = !r.plan.missing_link_energy.empty();
+  out << fmt::format("per batch: {:.6g} s predicted, {:.6g} s measured ({}); energy {}{:.6g} J predicted, {}\n",
+                     r.predicted_makespan_s, r.measured_makespan_s, pct(r.measured_makespan_s, r.predicted_makespan_s),
+                     lower ? ">= " : "", r.predicted_energy_j,
+                     r.measured_energy_j ? fmt::format("{:.6g} J measured ({})", *r.measured_energy_j,
+                                                       pct(*r.measured_energy_j, r.predicted_energy_j))
+                                         : std::string("measured energy unknown (a board without power samples)"));
+  out << "  busy: each board's compute steps; J: their energy above idle; link s: its transfer spans, waits for "
+         "the other board included\n";
+  if (!r.incomplete.empty()) out << "incomplete: " << r.incomplete << "\n";
+  return r.incomplete.empty() ? 0 : 1;
+}
+
+}  // namespace
+
 int run_pipeline(const app::PipelineArgs& args, const PipelineOutput& output, std::ostream& out) {
+  if (output.validate) return validate_pipeline(args, output, out);
+  if (!output.ports.empty()) throw InputError("--port is for --validate");
   app::PipelineOutcome o;
   if (output.split == "best") {
     app::PipelineProgress progress;

@@ -2,6 +2,7 @@
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 #include "app/pipeline.h"
 
@@ -18,6 +19,11 @@ struct PipelineOutput {
   /// A folder to write each stage's training graph (stageN.json, ergon.training-graph/1) and
   /// encoded schedule (stageN.sched) to; empty: none.
   std::string out_dir;
+  /// Runs the plan on boards (simulated ones, paced at `speed`, unless `ports` names one per
+  /// stage) and prints predicted against measured, per board and in total.
+  bool validate = false;
+  std::vector<std::string> ports;
+  double speed = 1;
 };
 
 /// Plans (or predicts the split asked for) and prints the stages, links and per-batch

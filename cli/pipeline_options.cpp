@@ -78,6 +78,15 @@ void add_pipeline_command(CLI::App& app, Commands& commands) {
               "single-process store-all run (zoo models)");
   c->add_option("--out", output.out_dir,
                 "a folder for each stage's training graph (stageN.json) and encoded schedule (stageN.sched)");
+  c->add_flag("--validate", output.validate,
+              "run the planned pipeline on boards (simulated ones on ptys unless --port names one per stage), "
+              "relaying activations and gradients through this host, record them into --db (default ergon.db) "
+              "and print predicted against measured, per board and in total");
+  c->add_option("--port", output.ports, "with --validate: a board running the agent, one per stage in --boards order");
+  c->add_option("--speed", output.speed,
+                "with --validate on simulated boards: their simulated seconds per real second (above 0: one "
+                "board's wait for another is real time)")
+      ->capture_default_str();
   c->add_flag("--json", output.json, "print JSON: stages, links, prediction and the timeline");
   commands.add(c, [] {
     if (link_energy >= 0) args.link_energy_j_per_byte = link_energy;

@@ -405,6 +405,7 @@ int rebuild_link_costs(Database& database, const std::string& board_kind) {
   for (const OpCostRow& r : list_op_costs(database, board_kind, std::nullopt)) {
     if (r.op_kind != "transfer" || r.time_s <= 0 || r.bytes_in == 0) continue;
     if (r.phase != profiler::Phase::kLinkSend && r.phase != profiler::Phase::kLinkReceive) continue;
+    if (r.run_plan && *r.run_plan != RunPlan::kProfile) continue;  // a pipeline's relayed transfers wait
     Sum& s = sums[{r.link, r.power_mode, static_cast<int>(r.phase), r.bytes_in}];
     s.time_s += r.time_s;
     ++s.count;

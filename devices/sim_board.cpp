@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 namespace ergon::devices {
@@ -151,7 +152,10 @@ void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
     }
     case proto::MsgType::kHostLinkData: {
       static thread_local proto::HostLinkData data;
-      if (proto::parse_message(frame, data)) link_bytes_received_ += data.length;
+      if (!proto::parse_message(frame, data)) break;
+      link_bytes_received_ += data.length;
+      if (data.last && running_ && segment_.waiting && plan_[op_index_].shape.dims[1] == data.transfer)
+        relayed_data_arrived(now_ns);
       return;
     }
     case proto::MsgType::kLinkAck:
@@ -242,6 +246,27 @@ void SimBoard::start_run(const proto::Start& start, int64_t now_ns, std::vector<
   mean_energy_j_ = 0;
   batch_.count = 0;
   next_segment(cursor_ns_);
+  send_due_pull(out);
+}
+
+void SimBoard::send_due_pull(std::vector<uint8_t>& out) {
+  if (pull_due_ == 0) return;
+  send(proto::LinkPull{.transfer = pull_due_, .bytes = plan_[op_index_].shape.dims[0]}, out);
+  pull_due_ = 0;
+}
+
+void SimBoard::relayed_data_arrived(int64_t now_ns) {
+  Segment& s = segment_;
+  const int64_t arrived = std::max({now_ns, cursor_ns_, s.begin_ns});
+  // The truth's time for the transfer is a round trip plus the bytes: the bytes' part runs
+  // from the arrival on.
+  const LinkProfile& link = *truth_model_.link();
+  const auto bytes_ns = std::llround(static_cast<double>(s.run.duration_ns) -
+                                     2 * link.latency_s * 1e9 * s.run.invocations);
+  s.waiting = false;
+  s.wait_end_ns = arrived;
+  s.power_w = s.run.power_w;
+  s.end_ns = std::max(s.begin_ns + s.run.duration_ns, arrived + std::max<int64_t>(1, bytes_ns));
 }
 
 // Picks the segment that begins at begin_ns: a measurement window of the current op, or the
@@ -290,6 +315,15 @@ bool SimBoard::next_segment(int64_t begin_ns) {
     s.phase = op.phase;
     s.power_w = s.run.power_w;
     s.end_ns = begin_ns + s.run.duration_ns;
+    s.wait_end_ns = begin_ns;
+    if (s.is_span && op.shape.kind == profiler::OpKind::kTransfer && op.phase == Phase::kLinkReceive &&
+        op.shape.dim_count > 1 && op.shape.dims[1] != 0) {
+      // A relayed transfer: the board asks for its bytes and idles until the host has them.
+      s.waiting = true;
+      s.power_w = board_.idle_w;
+      s.end_ns = std::numeric_limits<int64_t>::max();
+      pull_due_ = op.shape.dims[1];
+    }
     cold_ = idle;
   }
   segment_ = s;
@@ -306,6 +340,8 @@ void SimBoard::advance_to(int64_t t_ns, std::vector<uint8_t>& out,
                           std::vector<uint8_t>* logger_out) {
   assert((!logger_ || logger_out != nullptr) && "a board with a logger needs its link");
   while (running_) {
+    // Unpaced, a board waiting for relayed bytes does not run ahead: its time is not real time.
+    if (segment_.waiting && options_.time_scale <= 0) return;
     const int64_t until = std::min(segment_.end_ns, t_ns);
     if (logger_) {
       logger_->sample_until(segment_.end_ns > t_ns ? t_ns : segment_.end_ns - 1,
@@ -336,7 +372,9 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
     warmup_ns_ += s.end_ns - s.begin_ns;
     warmup_energy_j_ += s.power_w * static_cast<double>(s.end_ns - s.begin_ns) * 1e-9;
   }
-  if (s.is_span && plan_[op_index_].shape.kind == profiler::OpKind::kTransfer)
+  const bool relayed_receive = s.phase == Phase::kLinkReceive && s.wait_end_ns > s.begin_ns;
+  if (s.is_span && plan_[op_index_].shape.kind == profiler::OpKind::kTransfer && !relayed_receive &&
+      !(s.phase == Phase::kLinkReceive && plan_[op_index_].shape.dims[1] != 0))
     exchange_transfer(plan_[op_index_], out);
   if (s.is_span) {
     proto::OpSpanMsg span;
@@ -360,7 +398,9 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
                       .begin_ns = s.begin_ns,
                       .end_ns = s.end_ns,
                       .power_w = s.power_w,
-                      .energy_j = s.power_w * static_cast<double>(s.end_ns - s.begin_ns) * 1e-9,
+                      .energy_j = (board_.idle_w * static_cast<double>(s.wait_end_ns - s.begin_ns) +
+                                   s.power_w * static_cast<double>(s.end_ns - s.wait_end_ns)) *
+                                  1e-9,
                       .frame_intact = intact,
                       .throttled = s.run.throttled,
                       .temperature_c = s.run.temperature_c,
@@ -391,11 +431,13 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
   }
   if (!next_segment(s.end_ns))
     end_run(stop_requested_ ? proto::RunEnd::kStopped : proto::RunEnd::kCompleted, out);
+  else
+    send_due_pull(out);
 }
 
 void SimBoard::exchange_transfer(const PlannedOp& op, std::vector<uint8_t>& out) {
   const uint32_t bytes = op.shape.dims[0];
-  const uint32_t transfer = next_transfer_++;
+  const uint32_t transfer = op.shape.dims[1] != 0 ? op.shape.dims[1] : next_transfer_++;
   if (op.phase == Phase::kLinkReceive) {
     send(proto::LinkPull{.transfer = transfer, .bytes = bytes}, out);
     return;

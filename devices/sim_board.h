@@ -135,6 +135,10 @@ class SimBoard {
     int64_t end_ns = 0;
     double power_w = 0;
     OpRun run;  ///< spans and warm-ups: the truth model's account of them
+    /// A tagged link-receive waiting for the host to relay its bytes (end_ns unknown yet);
+    /// then when they came: the board idled until then.
+    bool waiting = false;
+    int64_t wait_end_ns = 0;
   };
 
   void handle_frame(const protocol::Frame& frame, int64_t now_ns, std::vector<uint8_t>& out);
@@ -152,6 +156,11 @@ class SimBoard {
   /// A transfer window's bytes on the real link: one transfer's LinkData frames (link-send),
   /// or a LinkPull the host answers (link-receive). Its time is the truth model's.
   void exchange_transfer(const PlannedOp& op, std::vector<uint8_t>& out);
+  /// Sends the LinkPull of a tagged link-receive that next_segment() began.
+  void send_due_pull(std::vector<uint8_t>& out);
+  /// The bytes of the waiting link-receive arrived (true time now_ns): it ends a transfer's
+  /// worth of time later, and no sooner than the truth model's own time for it.
+  void relayed_data_arrived(int64_t now_ns);
   void log(protocol::LogLevel level, const std::string& text, std::vector<uint8_t>& out);
   /// Encodes and appends one frame; returns whether the (simulated) link left it intact.
   template <class Msg>
@@ -198,6 +207,7 @@ class SimBoard {
   int64_t warmup_ns_ = 0;
   double warmup_energy_j_ = 0;
   uint32_t next_transfer_ = 1;
+  uint32_t pull_due_ = 0;  ///< a tagged link-receive began: its LinkPull is to be sent
   uint64_t link_bytes_received_ = 0;  ///< HostLinkData filler from the host
 };
 

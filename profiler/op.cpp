@@ -93,8 +93,8 @@ OpShape paging(uint32_t bytes) {
   return s;
 }
 
-OpShape transfer(uint32_t bytes) {
-  OpShape s = make(OpKind::kTransfer, {bytes});
+OpShape transfer(uint32_t bytes, uint32_t tag) {
+  OpShape s = tag == 0 ? make(OpKind::kTransfer, {bytes}) : make(OpKind::kTransfer, {bytes, tag});
   s.bytes_in = bytes;
   s.bytes_out = bytes;
   return s;

@@ -94,7 +94,10 @@ OpShape max_pool(uint32_t batch, uint32_t channels, uint32_t height, uint32_t wi
                  uint32_t window, Phase phase);
 OpShape add(uint32_t elements, Phase phase);
 OpShape paging(uint32_t bytes);
-OpShape transfer(uint32_t bytes);
+/// `tag` (non-zero): which transfer this is, the same on the board that sends it and the one
+/// that receives it (a pipeline's activation or gradient of one micro-batch), so the host can
+/// relay it; 0: a link test's, numbered by the board.
+OpShape transfer(uint32_t bytes, uint32_t tag = 0);
 OpShape idle(uint32_t duration_us);
 
 std::string_view to_string(OpKind kind);

@@ -210,29 +210,47 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
       }
       link_transfer_bytes_ += data.length;
       stats_.link_bytes_received += data.length;
-      if (data.last) send(proto::LinkAck{.transfer = data.transfer, .bytes = link_transfer_bytes_}, out);
+      if (data.last) {
+        send(proto::LinkAck{.transfer = data.transfer, .bytes = link_transfer_bytes_}, out);
+        if (options_.relay) options_.relay->put(data.transfer, link_transfer_bytes_);
+      }
       return;
     }
     case proto::MsgType::kLinkPull: {
       // A link-receive window: the board times until these bytes have all arrived.
       proto::LinkPull pull;
       if (!proto::parse_message(frame, pull)) return bad("malformed LinkPull");
-      static thread_local proto::HostLinkData data;
-      data.transfer = pull.transfer;
-      for (uint32_t offset = 0; offset < pull.bytes;) {
-        const uint32_t n = std::min<uint32_t>(pull.frame_bytes, pull.bytes - offset);
-        data.offset = offset;
-        data.fill(n);
-        offset += n;
-        data.last = offset >= pull.bytes;
-        send(data, out);
-      }
-      stats_.link_bytes_sent += pull.bytes;
+      // Relayed: the bytes go once the board upstream has sent them.
+      if (options_.relay && !options_.relay->has(pull.transfer)) pending_pulls_.push_back(pull);
+      else send_link_data(pull, out);
       return;
     }
     default:
       return bad("unexpected message type " + std::to_string(static_cast<int>(frame.type)));
   }
+}
+
+void RecordSession::serve_relay(std::vector<uint8_t>& out) {
+  if (!options_.relay || pending_pulls_.empty() || finished()) return;
+  std::erase_if(pending_pulls_, [&](const proto::LinkPull& pull) {
+    if (!options_.relay->has(pull.transfer)) return false;
+    send_link_data(pull, out);
+    return true;
+  });
+}
+
+void RecordSession::send_link_data(const proto::LinkPull& pull, std::vector<uint8_t>& out) {
+  static thread_local proto::HostLinkData data;
+  data.transfer = pull.transfer;
+  for (uint32_t offset = 0; offset < pull.bytes;) {
+    const uint32_t n = std::min<uint32_t>(pull.frame_bytes, pull.bytes - offset);
+    data.offset = offset;
+    data.fill(n);
+    offset += n;
+    data.last = offset >= pull.bytes;
+    send(data, out);
+  }
+  stats_.link_bytes_sent += pull.bytes;
 }
 
 void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out) {
@@ -432,6 +450,7 @@ void RecordSession::on_open_failed(std::string_view what) {
 
 void RecordSession::on_tick(std::vector<uint8_t>& out) {
   const int64_t now = clock_.now_ns();
+  serve_relay(out);
   switch (state_) {
     case SessionState::kHandshake:
       if (now - opened_ns_ > seconds_to_ns(options_.handshake_timeout_s)) {

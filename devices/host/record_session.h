@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -97,6 +99,18 @@ inline constexpr std::string_view kPowerLoggerKindName = "power-logger";
 /// What a Linux host's runs are stored as (BoardKind::kLinuxHost): a kind with no profile.
 inline constexpr std::string_view kLinuxHostKindName = "host";
 
+/// Transfers between boards through the host (a pipeline's activations and gradients): what
+/// one board sent under a tag, for the board that pulls that tag. Shared by the sessions of one
+/// Recorder (one thread).
+class LinkRelay {
+ public:
+  void put(uint32_t tag, uint32_t bytes) { arrived_[tag] = bytes; }
+  [[nodiscard]] bool has(uint32_t tag) const { return arrived_.contains(tag); }
+
+ private:
+  std::map<uint32_t, uint32_t> arrived_;
+};
+
 struct RecordOptions {
   /// Board profile to assume when the Hello does not name a known kind; also checked
   /// against the Hello (a mismatch is logged, the Hello wins).
@@ -114,6 +128,9 @@ struct RecordOptions {
   /// board's profile plan; `link` names the link kind the costs are stored under.
   bool link_test = false;
   std::string link;
+  /// Set: tagged transfers are relayed between the boards sharing it (a board's LinkPull is
+  /// answered once another board has sent that tag); unset: answered at once with filler.
+  std::shared_ptr<LinkRelay> relay;
   protocol::StartMode mode = protocol::StartMode::kProfile;
   /// With mode kExecute: the model and schedule the board executes.
   std::optional<ExecuteRequest> execute;
@@ -150,6 +167,9 @@ class RecordSession {
   void on_open_failed(std::string_view what);
   /// Ctrl-C or end of duration: stop the plan cleanly (the device sends RunDone).
   void request_stop(std::vector<uint8_t>& out);
+  /// Answers the board's LinkPulls whose bytes the relay now has (another board sent them).
+  /// Called on every tick, and by the transport whenever another board's bytes arrived.
+  void serve_relay(std::vector<uint8_t>& out);
 
   [[nodiscard]] SessionState state() const { return state_; }
   [[nodiscard]] bool finished() const { return is_final(state_); }
@@ -209,6 +229,8 @@ class RecordSession {
   uint32_t run_tag_ = 0;
   uint32_t link_transfer_ = 0;        ///< the board's link-send transfer arriving now
   uint32_t link_transfer_bytes_ = 0;  ///< and its bytes so far
+  std::vector<protocol::LinkPull> pending_pulls_;  ///< waiting for the relay to have their tag
+  void send_link_data(const protocol::LinkPull& pull, std::vector<uint8_t>& out);
   SessionState end_state_ = SessionState::kCompleted;
 };
 

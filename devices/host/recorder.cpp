@@ -82,6 +82,12 @@ struct Recorder::Impl {
       }
       b.session->on_bytes(b.rx.data(), n, b.out);
       flush(b);
+      // Another board may be waiting for what this one just sent (a relayed transfer).
+      for (auto& other : boards)
+        if (other.get() != &b && other->open) {
+          other->session->serve_relay(other->out);
+          flush(*other);
+        }
       if (b.session->finished()) {
         close(b);
         return;

@@ -1,0 +1,106 @@
+// A planned pipeline run on simulated boards on real ptys, paced in real time, with
+// activations and gradients relayed through the host's recorder as tagged link transfers
+// (protocol v6), then predicted against measured per board and in total.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <tuple>
+
+#include "app/pipeline.h"
+#include "app/pipeline_run.h"
+#include "common/error.h"
+#include "costdb/database.h"
+#include "tests/support/recording_test.h"
+
+namespace ergon {
+namespace {
+
+using profiler::Phase;
+
+app::PipelineArgs resnet18_on_two_pi4s(int microbatches) {
+  app::PipelineArgs args;
+  args.model = "resnet18-cifar";
+  args.boards = {"pi4", "pi4"};
+  args.microbatches = microbatches;
+  args.planner = "store-all";
+  args.time_limit_s = 30;
+  return args;
+}
+
+// Every activation a board sends is received by the next board under the same tag and size,
+// and every gradient comes back the same way: nothing waits for a transfer nobody sends.
+TEST(PipelineBoardPlans, EveryTransferIsSentOnceAndReceivedOnceByTheNeighbour) {
+  const auto o = app::plan_pipeline(resnet18_on_two_pi4s(4));
+  const auto plans = app::pipeline_board_plans(o);
+  ASSERT_EQ(plans.size(), 2U);
+  // tag -> (sender stage, receiver stage, bytes)
+  std::map<uint32_t, int> sent, received;
+  std::map<uint32_t, uint32_t> bytes;
+  for (std::size_t s = 0; s < plans.size(); ++s) {
+    EXPECT_EQ(plans[s].ops.front().phase, Phase::kIdle) << "the idle power comes first";
+    int computes = 0;
+    for (const auto& op : plans[s].ops) {
+      if (op.shape.kind != profiler::OpKind::kTransfer) {
+        computes += op.phase == Phase::kIdle ? 0 : 1;
+        continue;
+      }
+      const uint32_t tag = op.shape.dims[1];
+      ASSERT_NE(tag, 0U);
+      auto& side = op.phase == Phase::kLinkSend ? sent : received;
+      EXPECT_EQ(side.count(tag), 0U) << "tag " << tag << " twice on one side";
+      side[tag] = static_cast<int>(s);
+      if (bytes.count(tag)) {
+        EXPECT_EQ(bytes[tag], op.shape.dims[0]);
+      }
+      bytes[tag] = op.shape.dims[0];
+    }
+    EXPECT_GT(computes, 0);
+  }
+  EXPECT_EQ(sent.size(), 2U * 4U) << "an activation and a gradient per micro-batch";
+  for (const auto& [tag, from] : sent) {
+    ASSERT_TRUE(received.count(tag)) << "tag " << tag << " is never received";
+    EXPECT_EQ(std::abs(received[tag] - from), 1) << "only neighbours exchange";
+  }
+  EXPECT_EQ(received.size(), sent.size());
+  EXPECT_EQ(bytes[app::pipeline_transfer_tag(0, 0, false)], o.links[0].bytes);
+}
+
+class PipelineRun : public testing::RecordingTest {};
+
+// What the planner predicts for a batch is what two simulated Pi 4s take when they run it:
+// each board's compute within a few percent (their truth model's jitter and working set),
+// and the makespan and energy with the relay's own delays on top.
+TEST_F(PipelineRun, TwoSimulatedBoardsRunThePlannedPipelineAsPredicted) {
+  app::PipelineRunRequest request;
+  request.db = db_path().string();
+  request.speed = 1;
+  const auto r = app::run_pipeline(resnet18_on_two_pi4s(2), request);
+  ASSERT_TRUE(r.incomplete.empty()) << r.incomplete;
+  ASSERT_EQ(r.boards.size(), 2U);
+  for (const auto& b : r.boards) {
+    SCOPED_TRACE(b.run_id);
+    EXPECT_EQ(b.steps_arrived, b.steps) << "every step's span arrived";
+    EXPECT_NEAR(b.measured_busy_s / b.predicted_busy_s, 1.0, 0.03);
+    ASSERT_TRUE(b.measured_dynamic_j);
+    EXPECT_NEAR(*b.measured_dynamic_j / b.predicted_dynamic_j, 1.0, 0.05);
+    EXPECT_GT(b.measured_transfer_s, 0);
+  }
+  EXPECT_NEAR(r.measured_makespan_s / r.predicted_makespan_s, 1.0, 0.10);
+  ASSERT_TRUE(r.measured_energy_j);
+  EXPECT_NEAR(*r.measured_energy_j / r.predicted_energy_j, 1.0, 0.10);
+  // The runs are schedule runs: their steps never become costs to plan on.
+  auto db = costdb::Database::open_read_only(db_path());
+  for (const auto& run : costdb::list_runs(db)) EXPECT_EQ(run.plan, costdb::RunPlan::kSchedule);
+}
+
+// Simulated boards that do not follow real time cannot wait for each other.
+TEST_F(PipelineRun, UnpacedSimulatedBoardsAreRefused) {
+  app::PipelineRunRequest request;
+  request.db = db_path().string();
+  request.speed = 0;
+  EXPECT_THROW((void)app::run_pipeline(resnet18_on_two_pi4s(2), request), InputError);
+}
+
+}  // namespace
+}  // namespace ergon
