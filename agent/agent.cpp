@@ -32,6 +32,7 @@
 #include "devices/profile_plan.h"
 #include "devices/protocol/decoder.h"
 #include "devices/protocol/messages.h"
+#include "planner/pipeline.h"
 #include "planner/zoo.h"
 #include "probes/probe.h"
 #include "profiler/op_runner.h"
@@ -144,7 +145,9 @@ struct Commands {
   /// What a Start in mode kExecute runs: the model, and the schedule's steps as they arrive.
   std::optional<proto::ExecuteModel> model;
   std::vector<planner::Step> steps;
+  std::vector<std::pair<uint8_t, uint32_t>> raw_steps;  ///< as sent (a pipeline stage's kinds 4 and 5 too)
   std::vector<char> step_received;
+  std::optional<proto::ExecuteStage> stage;  ///< the model is a pipeline's stage (v6)
   /// Per-phase modes for the next Start (PhaseModes).
   std::optional<proto::PhaseModes> phases;
   /// Link transfers (protocol v6): the last transfer the host acknowledged whole, and the
@@ -153,24 +156,19 @@ struct Commands {
   uint32_t rx_transfer = 0;
   uint64_t rx_bytes = 0;
   uint32_t rx_done = 0;  ///< the last transfer whose last frame arrived
+  std::vector<uint8_t> rx_data;  ///< the bytes of rx_transfer so far
 };
 
 /// The schedule a Start in mode kExecute runs.
 struct Execution {
   std::optional<proto::ExecuteModel> model;
   std::vector<planner::Step> steps;
+  std::vector<std::pair<uint8_t, uint32_t>> raw_steps;
+  std::optional<proto::ExecuteStage> stage;
   bool complete = false;  ///< every step arrived
 };
 
-/// FNV-1a over every parameter gradient's bytes, in op order.
-uint64_t gradient_digest(const std::vector<std::vector<float>>& grads) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (const auto& g : grads) {
-    const auto* p = reinterpret_cast<const unsigned char*>(g.data());
-    for (std::size_t i = 0; i < g.size() * sizeof(float); ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
-  }
-  return h;
-}
+using runtime::gradient_digest;
 
 class Agent {
  public:
@@ -209,8 +207,11 @@ class Agent {
           execution.complete = std::all_of(commands.step_received.begin(), commands.step_received.end(),
                                            [](char c) { return c != 0; });
           execution.steps = std::move(commands.steps);
+          execution.raw_steps = std::move(commands.raw_steps);
+          execution.stage = std::exchange(commands.stage, std::nullopt);
           commands.model.reset();
           commands.steps.clear();
+          commands.raw_steps.clear();
           commands.step_received.clear();
         }
       }
@@ -299,7 +300,16 @@ class Agent {
         if (running_) return;
         commands.model = m;
         commands.steps.assign(m.step_count, planner::Step{});
+        commands.raw_steps.assign(m.step_count, {});
         commands.step_received.assign(m.step_count, 0);
+        commands.stage.reset();
+        return;
+      }
+      case proto::MsgType::kExecuteStage: {
+        proto::ExecuteStage st;
+        if (!proto::parse_message(frame, st)) return;
+        std::lock_guard lock(commands.m);
+        if (!running_) commands.stage = st;
         return;
       }
       case proto::MsgType::kScheduleSteps: {
@@ -309,8 +319,9 @@ class Agent {
         for (uint8_t i = 0; i < chunk.count; ++i) {
           const std::size_t at = std::size_t{chunk.first} + i;
           if (at >= commands.steps.size()) break;  // beyond what ExecuteModel announced
-          commands.steps[at] = planner::Step{static_cast<planner::StepKind>(chunk.steps[i].kind),
+          commands.steps[at] = planner::Step{static_cast<planner::StepKind>(chunk.steps[i].kind > 3 ? 0 : chunk.steps[i].kind),
                                              static_cast<int>(chunk.steps[i].node)};
+          commands.raw_steps[at] = {chunk.steps[i].kind, chunk.steps[i].node};
           commands.step_received[at] = 1;
         }
         return;
@@ -367,8 +378,10 @@ class Agent {
           if (data.transfer != commands.rx_transfer) {
             commands.rx_transfer = data.transfer;
             commands.rx_bytes = 0;
+            commands.rx_data.clear();
           }
           commands.rx_bytes += data.length;
+          commands.rx_data.insert(commands.rx_data.end(), data.data, data.data + data.length);
           if (data.last) commands.rx_done = data.transfer;
         }
         if (data.last) commands.cv.notify_all();
@@ -427,8 +440,9 @@ class Agent {
       log(link, proto::LogLevel::kInfo, phase_switch_line(entry, phases->backward, set.switch_ns));
     };
     try {
-      outcome = execute ? execute_schedule(link, start, plan, execution, stopped, before_entry)
-                        : time_windows(link, commands, start, plan, stopped, outcome, before_entry);
+      outcome = execute && execution.stage ? execute_stage(link, commands, start, plan, execution, stopped)
+                : execute             ? execute_schedule(link, start, plan, execution, stopped, before_entry)
+                                      : time_windows(link, commands, start, plan, stopped, outcome, before_entry);
     } catch (const Error& e) {
       // A plan the board cannot run (an op without its dimensions, a full disk): the run
       // fails with the reason, and the agent waits for the next one.
@@ -511,8 +525,12 @@ class Agent {
   /// One transfer of a link-test window (protocol v6), timed from its first byte to its
   /// end: link-send writes the bytes as LinkData and waits for the host's LinkAck;
   /// link-receive sends a LinkPull and waits for the last HostLinkData frame.
-  void transfer(Connection& link, Commands& commands, const PlannedOp& op) {
+  void transfer(Connection& link, Commands& commands, const PlannedOp& op,
+                const std::vector<uint8_t>* payload = nullptr, std::vector<uint8_t>* received = nullptr) {
     const uint32_t bytes = op.shape.dims[0];
+    if (payload && payload->size() != bytes)
+      throw InputError("link-send of " + std::to_string(payload->size()) + " bytes where the plan moves " +
+                       std::to_string(bytes));
     if (bytes == 0) throw InputError("a transfer of 0 bytes measures nothing");
     // A pipeline's transfers carry their tag (the host relays them between boards), and a
     // receive waits as long as the upstream board takes to produce its bytes.
@@ -526,6 +544,8 @@ class Agent {
           link.broken())
         throw DeviceError("link-receive of " + std::to_string(bytes) + " bytes: the host sent no data within " +
                           std::to_string(timeout.count()) + " s");
+      if (received) *received = std::move(commands.rx_data);
+      commands.rx_data.clear();
       return;
     }
     if (op.phase != profiler::Phase::kLinkSend)
@@ -536,6 +556,7 @@ class Agent {
       const auto n = std::min<uint32_t>(static_cast<uint32_t>(proto::kMaxLinkDataBytes), bytes - offset);
       data.offset = offset;
       data.fill(n);
+      if (payload) std::copy_n(payload->data() + offset, n, data.data);
       offset += n;
       data.last = offset >= bytes;
       if (!link.send(data)) throw DeviceError("link-send: the link broke");
@@ -544,6 +565,106 @@ class Agent {
     if (!commands.cv.wait_for(lock, timeout, [&] { return commands.acked_transfer == id || link.broken(); }) ||
         link.broken())
       throw DeviceError("link-send of " + std::to_string(bytes) + " bytes: no acknowledgement from the host within 10 s");
+  }
+
+  /// A pipeline stage on real tensors (protocol v6 ExecuteStage): the stage of the zoo model
+  /// with the whole model's parameters (seed 1), one training iteration per micro-batch (seed
+  /// j + 1), run step by step as the host sent them, micro-batch by micro-batch: activations
+  /// and gradients go out and come in as the tensors' own bytes. Each timed step (all but
+  /// frees) is a plan entry after the plan's first (an idle window). Then the digest of every
+  /// micro-batch's parameter gradients, in micro-batch and op order.
+  template <class Stopped>
+  Outcome execute_stage(Connection& link, Commands& commands, const proto::Start& start,
+                        const std::vector<PlannedOp>& plan, const Execution& execution, const Stopped& stopped) {
+    if (!execution.model) throw InputError("no ExecuteModel before the Start");
+    if (!execution.complete) throw InputError("the stage's steps did not all arrive");
+    const proto::ExecuteStage& st = *execution.stage;
+    const planner::ForwardGraph whole = planner::zoo_model(execution.model->model, execution.model->batch);
+    if (st.end_op > whole.ops.size())
+      throw InputError("stage ops " + std::to_string(st.first_op) + ".." + std::to_string(st.end_op - 1) +
+                       " are not in " + whole.name);
+    const int first = static_cast<int>(st.first_op), end = static_cast<int>(st.end_op);
+    const planner::ForwardGraph forward = planner::stage_forward(whole, first, end);
+    const planner::TrainingGraph graph = runtime::stage_structure_of(whole, first, end);
+    const auto all_params = runtime::initial_parameters(whole, runtime::structure_of(whole), 1);
+    const std::vector<std::vector<float>> params(all_params.begin() + first, all_params.begin() + end);
+    int receive_node = -1;
+    for (std::size_t i = 0; i < graph.nodes.size(); ++i)
+      if (graph.nodes[i].op == "receive") receive_node = static_cast<int>(i);
+    const auto timed = static_cast<std::size_t>(std::count_if(
+        execution.raw_steps.begin(), execution.raw_steps.end(), [](const auto& s) { return s.first != 3; }));
+    if (plan.empty() || plan.front().phase != profiler::Phase::kIdle || timed + 1 != plan.size())
+      throw InputError("the stage has " + std::to_string(timed) + " timed steps but the plan " +
+                       std::to_string(plan.size()) + " entries (an idle window, then one per step)");
+    std::vector<std::unique_ptr<runtime::TrainingIteration>> it;
+    for (uint16_t j = 0; j < st.microbatches; ++j) {
+      it.push_back(std::make_unique<runtime::TrainingIteration>(
+          forward, graph, options_.scratch / ("ergon-stage-mb" + std::to_string(j)), static_cast<uint32_t>(j + 1)));
+      it.back()->set_parameters(params);
+    }
+    log(link, proto::LogLevel::kInfo,
+        "executing ops " + std::to_string(first) + ".." + std::to_string(end - 1) + " of " + whole.name + ": " +
+            std::to_string(st.microbatches) + " micro-batches, " + std::to_string(execution.raw_steps.size()) +
+            " steps on real tensors");
+    Outcome o;
+    {
+      const int64_t begin = agent_clock().now_ns();
+      std::this_thread::sleep_for(std::chrono::microseconds(plan.front().shape.dims[0]));
+      if (send_span(link, plan.front(), begin, agent_clock().now_ns(), 1)) ++o.spans;
+    }
+    auto bytes_of = [](const std::vector<float>& v) {
+      std::vector<uint8_t> b(v.size() * sizeof(float));
+      std::memcpy(b.data(), v.data(), b.size());
+      return b;
+    };
+    std::size_t next = 1;
+    for (const auto& [kind, code] : execution.raw_steps) {
+      if ((o.interrupted = stopped())) return o;
+      const bool moves = kind == 4 || kind == 5;
+      // A transfer's code is its tag (link, micro-batch, direction); any other step's carries
+      // its micro-batch in the top 8 bits.
+      const uint32_t mb = moves ? ((code - 1) / 2) % 65536 : code >> 24;
+      const bool gradient = moves && (code - 1) % 2 == 1;
+      if (mb >= it.size()) throw InputError("a step of micro-batch " + std::to_string(mb) + " of " + std::to_string(it.size()));
+      runtime::TrainingIteration& x = *it[mb];
+      const planner::Step step{static_cast<planner::StepKind>(moves ? 0 : kind), static_cast<int>(code & 0xFFFFFF)};
+      if (kind == 3) {
+        x.run(step);
+        continue;
+      }
+      const PlannedOp& entry = plan[next++];
+      const int64_t begin = agent_clock().now_ns();
+      if (kind == 4) {
+        const std::vector<uint8_t> payload = bytes_of(gradient ? x.input_gradient() : x.output());
+        transfer(link, commands, entry, &payload);
+      } else if (kind == 5) {
+        std::vector<uint8_t> got;
+        transfer(link, commands, entry, nullptr, &got);
+        std::vector<float> values(got.size() / sizeof(float));
+        std::memcpy(values.data(), got.data(), values.size() * sizeof(float));
+        if (gradient) {
+          if (receive_node < 0) throw InputError("a gradient for the last stage, which computes its own loss");
+          x.set_output_gradient(std::move(values));
+          x.run(planner::Step{planner::StepKind::kCompute, receive_node});
+        } else {
+          x.set_input(std::move(values));
+        }
+      } else {
+        x.run(step);
+      }
+      if (send_span(link, entry, begin, agent_clock().now_ns(), 1)) ++o.spans;
+    }
+    uint64_t digest = 0xcbf29ce484222325ULL;
+    float loss = 0;
+    for (auto& x : it) {
+      const runtime::ExecutionResult r = x->finish();
+      digest = gradient_digest(r.parameter_grads, digest);
+      loss = r.loss;
+    }
+    link.send(proto::ExecutionReport{.run_tag = start.run_tag,
+                                     .loss_bits = std::bit_cast<uint32_t>(loss),
+                                     .gradient_digest = digest});
+    return o;
   }
 
   /// A schedule on real tensors: one untimed iteration, then `start.loops` timed ones (at

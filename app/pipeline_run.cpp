@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <map>
@@ -16,7 +17,9 @@
 #include "costdb/database.h"
 #include "devices/board_profile.h"
 #include "devices/sim_server.h"
+#include "planner/schedule.h"
 #include "planner/pipeline.h"
+#include "runtime/executor.h"
 
 namespace ergon::app {
 namespace {
@@ -38,30 +41,30 @@ uint32_t pipeline_transfer_tag(int link, int microbatch, bool gradient) {
   return 1 + static_cast<uint32_t>((link * 65536 + microbatch) * 2 + (gradient ? 1 : 0));
 }
 
-std::vector<devices::ProfilePlan> pipeline_board_plans(const PipelineOutcome& o, uint32_t idle_us) {
+std::vector<PipelineBoardRun> pipeline_board_runs(const PipelineOutcome& o, uint32_t idle_us) {
   const int S = static_cast<int>(o.stages.size());
-  std::vector<devices::ProfilePlan> plans(static_cast<std::size_t>(S));
+  std::vector<PipelineBoardRun> runs(static_cast<std::size_t>(S));
   for (int s = 0; s < S; ++s) {
     const PipelineStage& stage = o.stages[static_cast<std::size_t>(s)];
-    const devices::ProfilePlan steps = schedule_plan(stage.graph, stage.schedule);
-    // The schedule's entries (one per step but frees) split where the micro-batch's stash is
-    // taken; the receive-gradient node's compute is where the gradient comes in.
-    const std::size_t split_step = planner::backward_part_begins(stage.graph, stage.schedule);
-    std::size_t split_entry = 0, entry = 0;
-    std::optional<std::size_t> receive_entry;
-    for (std::size_t i = 0; i < stage.schedule.steps.size(); ++i) {
-      const planner::Step& st = stage.schedule.steps[i];
-      if (st.kind == planner::StepKind::kFree) continue;
-      if (i < split_step) split_entry = entry + 1;
-      if (st.kind == planner::StepKind::kCompute &&
-          stage.graph.nodes[static_cast<std::size_t>(st.node)].op == "receive" && !receive_entry)
-        receive_entry = entry;
-      ++entry;
+    const devices::ProfilePlan base = schedule_plan(stage.graph, stage.schedule);
+    const auto& steps = stage.schedule.steps;
+    // The schedule's steps split where the micro-batch's stash is taken; the
+    // receive-gradient node's compute is where the gradient comes in.
+    const std::size_t split = planner::backward_part_begins(stage.graph, stage.schedule);
+    std::vector<std::size_t> entry_of(steps.size(), 0);  // step -> its schedule_plan entry
+    std::optional<std::size_t> receive_step;
+    for (std::size_t k = 0, e = 0; k < steps.size(); ++k) {
+      if (steps[k].kind == planner::StepKind::kFree) continue;
+      entry_of[k] = e++;
+      if (steps[k].kind == planner::StepKind::kCompute &&
+          stage.graph.nodes[static_cast<std::size_t>(steps[k].node)].op == "receive" && !receive_step)
+        receive_step = k;
     }
-    if (s + 1 < S && (!receive_entry || *receive_entry < split_entry))
+    if (s + 1 < S && (!receive_step || *receive_step < split))
       throw InputError(fmt::format("stage {}'s schedule takes its gradient before its forward part ends", s));
 
-    devices::ProfilePlan& plan = plans[static_cast<std::size_t>(s)];
+    PipelineBoardRun& run = runs[static_cast<std::size_t>(s)];
+    devices::ProfilePlan& plan = run.plan;
     plan.min_window_us = 0;
     plan.ops.push_back({.shape = profiler::idle(idle_us), .phase = Phase::kIdle, .windows = 1});
     std::vector<const planner::PipelineTask*> tasks;
@@ -72,20 +75,31 @@ std::vector<devices::ProfilePlan> pipeline_board_plans(const PipelineOutcome& o,
     std::stable_sort(tasks.begin(), tasks.end(), [](const auto* a, const auto* b) { return a->start_s < b->start_s; });
     const uint64_t in_bytes = s > 0 ? o.links[static_cast<std::size_t>(s - 1)].bytes : 0;
     const uint64_t out_bytes = s + 1 < S ? o.links[static_cast<std::size_t>(s)].bytes : 0;
+    auto move = [&](uint64_t bytes, uint32_t tag, Phase phase) {
+      plan.ops.push_back(transfer_entry(bytes, tag, phase));
+      run.steps.emplace_back(phase == Phase::kLinkSend ? 4 : 5, tag);
+    };
+    auto part = [&](std::size_t from, std::size_t to, int mb) {
+      for (std::size_t k = from; k < to; ++k) {
+        const uint32_t code = static_cast<uint32_t>(steps[k].node) | static_cast<uint32_t>(mb) << 24;
+        if (receive_step && k == *receive_step) {
+          move(out_bytes, pipeline_transfer_tag(s, mb, true), Phase::kLinkReceive);
+          continue;
+        }
+        run.steps.emplace_back(static_cast<uint8_t>(steps[k].kind), code);
+        if (steps[k].kind != planner::StepKind::kFree) plan.ops.push_back(base.ops[entry_of[k]]);
+      }
+    };
     for (const auto* t : tasks) {
       const int mb = t->microbatch;
+      if (mb > 255) throw InputError("a pipeline run takes at most 256 micro-batches");
       if (t->kind == planner::PipelineTask::Kind::kForward) {
-        if (s > 0) plan.ops.push_back(transfer_entry(in_bytes, pipeline_transfer_tag(s - 1, mb, false), Phase::kLinkReceive));
-        for (std::size_t e = 0; e < split_entry; ++e) plan.ops.push_back(steps.ops[e]);
-        if (s + 1 < S) plan.ops.push_back(transfer_entry(out_bytes, pipeline_transfer_tag(s, mb, false), Phase::kLinkSend));
+        if (s > 0) move(in_bytes, pipeline_transfer_tag(s - 1, mb, false), Phase::kLinkReceive);
+        part(0, split, mb);
+        if (s + 1 < S) move(out_bytes, pipeline_transfer_tag(s, mb, false), Phase::kLinkSend);
       } else {
-        for (std::size_t e = split_entry; e < steps.ops.size(); ++e) {
-          if (receive_entry && e == *receive_entry)
-            plan.ops.push_back(transfer_entry(out_bytes, pipeline_transfer_tag(s, mb, true), Phase::kLinkReceive));
-          else
-            plan.ops.push_back(steps.ops[e]);
-        }
-        if (s > 0) plan.ops.push_back(transfer_entry(in_bytes, pipeline_transfer_tag(s - 1, mb, true), Phase::kLinkSend));
+        part(split, steps.size(), mb);
+        if (s > 0) move(in_bytes, pipeline_transfer_tag(s - 1, mb, true), Phase::kLinkSend);
       }
     }
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
@@ -95,6 +109,12 @@ std::vector<devices::ProfilePlan> pipeline_board_plans(const PipelineOutcome& o,
       plan.ops[i].warmup_reps = 0;
     }
   }
+  return runs;
+}
+
+std::vector<devices::ProfilePlan> pipeline_board_plans(const PipelineOutcome& o, uint32_t idle_us) {
+  std::vector<devices::ProfilePlan> plans;
+  for (auto& r : pipeline_board_runs(o, idle_us)) plans.push_back(std::move(r.plan));
   return plans;
 }
 
@@ -114,15 +134,34 @@ PipelineRunResult run_pipeline(const PipelineArgs& args, const PipelineRunReques
   if (request.ports.empty() && request.speed <= 0)
     throw InputError("a pipeline's simulated boards must run in real time (a speed above 0): one board's wait "
                      "for another is real time");
-  const auto plans = pipeline_board_plans(o);
+  const auto board_runs = pipeline_board_runs(o);
+  std::vector<devices::ProfilePlan> plans;
+  for (const auto& br : board_runs) plans.push_back(br.plan);
+  if (request.execute && request.ports.empty())
+    throw InputError("executing on real tensors needs an ergon-agent per stage: give --port for each");
 
   phase(PipelineRunPhase::kRunning);
   std::vector<std::unique_ptr<devices::SimServer>> sims;
   RecordRequest rec;
   rec.db_path = request.db;
-  rec.options.mode = devices::protocol::StartMode::kSchedule;
+  rec.options.mode = request.execute ? devices::protocol::StartMode::kExecute : devices::protocol::StartMode::kSchedule;
   rec.options.relay = std::make_shared<devices::LinkRelay>();
   rec.port_plans = plans;
+  if (request.execute) {
+    if (!o.forward || o.model.empty()) throw InputError("executing on real tensors needs a zoo model (--model)");
+    for (int s = 0; s < S; ++s) {
+      const auto& stage = o.stages[static_cast<std::size_t>(s)];
+      devices::ExecuteRequest e;
+      e.model = args.model;
+      e.batch = static_cast<uint16_t>(args.batch);
+      e.seed = 1;
+      e.steps = board_runs[static_cast<std::size_t>(s)].steps;
+      e.stage = devices::ExecuteRequest::Stage{.first_op = static_cast<uint32_t>(stage.first_op),
+                                               .end_op = static_cast<uint32_t>(stage.end_op),
+                                               .microbatches = static_cast<uint16_t>(o.microbatches)};
+      rec.port_executes.push_back(std::move(e));
+    }
+  }
   if (request.ports.empty()) {
     for (int s = 0; s < S; ++s) {
       const auto& stage = o.stages[static_cast<std::size_t>(s)];
@@ -195,6 +234,33 @@ PipelineRunResult run_pipeline(const PipelineArgs& args, const PipelineRunReques
     r.boards.push_back(b);
   }
   db.commit_batch();
+  if (request.execute) {
+    // The whole model, store-all, in this process: micro-batch j with seed j + 1 and the
+    // parameters of seed 1, each stage's ops' gradients digested in micro-batch order.
+    const planner::ForwardGraph& forward = *o.forward;
+    const planner::TrainingGraph whole = runtime::structure_of(forward);
+    const auto params = runtime::initial_parameters(forward, whole, 1);
+    std::vector<uint64_t> expected(static_cast<std::size_t>(S), 0xcbf29ce484222325ULL);
+    const auto scratch = std::filesystem::path(request.db).parent_path() / "ergon-pipeline-reference";
+    for (int j = 0; j < K; ++j) {
+      const runtime::ExecutionResult ref =
+          runtime::execute(forward, whole, planner::store_all_schedule(whole), scratch / std::to_string(j),
+                           static_cast<uint32_t>(j + 1), &params);
+      for (int s = 0; s < S; ++s) {
+        const auto& st = o.stages[static_cast<std::size_t>(s)];
+        expected[static_cast<std::size_t>(s)] = runtime::gradient_digest(
+            {ref.parameter_grads.begin() + st.first_op, ref.parameter_grads.begin() + st.end_op},
+            expected[static_cast<std::size_t>(s)]);
+      }
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch, ignored);
+    for (int s = 0; s < S; ++s) {
+      const auto& report = outcomes[static_cast<std::size_t>(s)].stats.execution;
+      r.gradients_equal.push_back(report ? std::optional<bool>(report->gradient_digest == expected[static_cast<std::size_t>(s)])
+                                         : std::nullopt);
+    }
+  }
   r.predicted_makespan_s = o.prediction.makespan_s;
   r.predicted_energy_j = o.prediction.energy_j();
   r.measured_makespan_s = last > first ? (last - first) * 1e-9 : 0;

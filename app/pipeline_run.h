@@ -5,7 +5,9 @@
 // tagged link transfers (protocol v6); then predicted against measured, per board and in
 // total (ergon pipeline --validate, docs/pipeline.md).
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <functional>
 #include <optional>
 #include <string>
@@ -24,6 +26,16 @@ namespace ergon::app {
 /// back. A transfer's tag names its link, micro-batch and direction, the same on both boards.
 std::vector<devices::ProfilePlan> pipeline_board_plans(const PipelineOutcome& o, uint32_t idle_us = 200'000);
 
+/// A board's plan and, for an agent executing its stage on real tensors, the steps behind
+/// it: the stage schedule's steps per micro-batch (the micro-batch in a node's top 8 bits;
+/// frees included, which have no plan entry) and the transfers (kinds 4 send, 5 receive,
+/// their tag as node), one timed step per plan entry after the idle window.
+struct PipelineBoardRun {
+  devices::ProfilePlan plan;
+  std::vector<std::pair<uint8_t, uint32_t>> steps;
+};
+std::vector<PipelineBoardRun> pipeline_board_runs(const PipelineOutcome& o, uint32_t idle_us = 200'000);
+
 /// The tag of link `link`'s transfer of micro-batch `microbatch`, activation or gradient.
 uint32_t pipeline_transfer_tag(int link, int microbatch, bool gradient);
 
@@ -34,6 +46,10 @@ struct PipelineRunRequest {
   double speed = 1;
   std::string db = "ergon.db";  ///< runs go here (recorded as schedule runs: no costs)
   uint64_t seed = 1;
+  /// Each board (an ergon-agent per port) executes its stage on real tensors, the
+  /// activations and gradients themselves relayed; then every stage's parameter gradients
+  /// are compared with a single-process store-all run of the whole model (zoo models).
+  bool execute = false;
 };
 
 /// One board's share of the batch, predicted against measured.
@@ -61,6 +77,13 @@ struct PipelineRunResult {
   /// power over the rest; none when a board had no power samples.
   std::optional<double> measured_energy_j;
   std::string incomplete;  ///< set when a board's run did not complete (its figures are of what arrived)
+  /// With `execute`: per stage, whether its gradients over every micro-batch equal the
+  /// single-process store-all run's bit for bit (none: the board sent no report).
+  std::vector<std::optional<bool>> gradients_equal;
+  [[nodiscard]] bool all_gradients_equal() const {
+    return !gradients_equal.empty() &&
+           std::all_of(gradients_equal.begin(), gradients_equal.end(), [](const auto& g) { return g && *g; });
+  }
 };
 
 enum class PipelineRunPhase { kPlanning, kRunning, kAttributing };

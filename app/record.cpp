@@ -32,6 +32,7 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, const Reco
     if (i < request.port_plans.size()) {
       devices::RecordOptions own = request.options;
       own.plan = request.port_plans[i];
+      if (i < request.port_executes.size()) own.execute = request.port_executes[i];
       recorder.add(port, request.baud, own, *sinks.back());
     } else {
       recorder.add(port, request.baud, request.options, *sinks.back());

@@ -24,6 +24,8 @@ struct RecordRequest {
   /// Per port (same order as `ports`, when not empty): the plan that port's board runs
   /// instead of options.plan (a pipeline gives each board its own stage).
   std::vector<devices::ProfilePlan> port_plans;
+  /// Per port likewise: the schedule that port's board executes on real tensors.
+  std::vector<devices::ExecuteRequest> port_executes;
 };
 
 struct BoardOutcome {

@@ -156,10 +156,13 @@ namespace {
 
 int validate_pipeline(const app::PipelineArgs& args, const PipelineOutput& output, std::ostream& out) {
   if (output.split != "best") throw InputError("--validate runs the best split: drop --split");
+  if (output.execute && output.ports.empty())
+    throw InputError("--execute runs each stage on an ergon-agent: give one --port per board");
   app::PipelineRunRequest request;
   request.ports = output.ports;
   request.speed = output.speed;
   request.db = args.db.empty() ? "ergon.db" : args.db;
+  request.execute = output.execute;
   const bool tty = !output.json && ::isatty(STDERR_FILENO) == 1;
   const auto r = app::run_pipeline(args, request, [&](app::PipelineRunPhase p) {
     if (!tty) return;
@@ -193,8 +196,12 @@ int validate_pipeline(const app::PipelineArgs& args, const PipelineOutput& outpu
     j["predicted_energy_j"] = r.predicted_energy_j;
     j["measured_energy_j"] = r.measured_energy_j ? nlohmann::json(*r.measured_energy_j) : nlohmann::json(nullptr);
     j["incomplete"] = r.incomplete;
+    if (output.execute) {
+      j["gradients_equal"] = nlohmann::json::array();
+      for (const auto& g : r.gradients_equal) j["gradients_equal"].push_back(g ? nlohmann::json(*g) : nlohmann::json(nullptr));
+    }
     out << j.dump(2) << "\n";
-    return r.incomplete.empty() ? 0 : 1;
+    return r.incomplete.empty() && (!output.execute || r.all_gradients_equal()) ? 0 : 1;
   }
   print_text(r.plan, out);
   out << fmt::format("\n{:<6} {:<9} {:>5} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9} {:>11}\n", "stage", "board", "run",
@@ -218,7 +225,16 @@ int validate_pipeline(const app::PipelineArgs& args, const PipelineOutput& outpu
   out << "  busy: each board's compute steps; J: their energy above idle; link s: its transfer spans, waits for "
          "the other board included\n";
   if (!r.incomplete.empty()) out << "incomplete: " << r.incomplete << "\n";
-  return r.incomplete.empty() ? 0 : 1;
+  if (output.execute) {
+    for (std::size_t s = 0; s < r.gradients_equal.size(); ++s) {
+      const auto& g = r.gradients_equal[s];
+      out << fmt::format("gradients of stage {} over {} micro-batches, on real tensors: {}\n", s, r.plan.microbatches,
+                         !g   ? "no report from its board"
+                         : *g ? "equal a single-process store-all run bit for bit"
+                              : "DIFFER from a single-process store-all run");
+    }
+  }
+  return r.incomplete.empty() && (!output.execute || r.all_gradients_equal()) ? 0 : 1;
 }
 
 }  // namespace
@@ -226,6 +242,7 @@ int validate_pipeline(const app::PipelineArgs& args, const PipelineOutput& outpu
 int run_pipeline(const app::PipelineArgs& args, const PipelineOutput& output, std::ostream& out) {
   if (output.validate) return validate_pipeline(args, output, out);
   if (!output.ports.empty()) throw InputError("--port is for --validate");
+  if (output.execute) throw InputError("--execute is for --validate --port");
   app::PipelineOutcome o;
   if (output.split == "best") {
     app::PipelineProgress progress;

@@ -24,6 +24,9 @@ struct PipelineOutput {
   bool validate = false;
   std::vector<std::string> ports;
   double speed = 1;
+  /// With validate and ports: each agent executes its stage on real tensors, and the stages'
+  /// gradients are compared with a single-process store-all run.
+  bool execute = false;
 };
 
 /// Plans (or predicts the split asked for) and prints the stages, links and per-batch

@@ -82,6 +82,10 @@ void add_pipeline_command(CLI::App& app, Commands& commands) {
               "run the planned pipeline on boards (simulated ones on ptys unless --port names one per stage), "
               "relaying activations and gradients through this host, record them into --db (default ergon.db) "
               "and print predicted against measured, per board and in total");
+  c->add_flag("--execute", output.execute,
+              "with --validate --port: each ergon-agent executes its stage on real tensors (activations and "
+              "gradients themselves relayed), and every stage's gradients are compared with a single-process "
+              "store-all run");
   c->add_option("--port", output.ports, "with --validate: a board running the agent, one per stage in --boards order");
   c->add_option("--speed", output.speed,
                 "with --validate on simulated boards: their simulated seconds per real second (above 0: one "

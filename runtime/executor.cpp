@@ -1,5 +1,7 @@
 #include "runtime/executor.h"
 
+#include "planner/pipeline.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -622,6 +624,19 @@ std::vector<std::vector<float>> initial_parameters(const planner::ForwardGraph& 
 
 planner::TrainingGraph structure_of(const planner::ForwardGraph& forward) {
   return planner::build_training_graph(forward, ZeroCosts());
+}
+
+planner::TrainingGraph stage_structure_of(const planner::ForwardGraph& forward, int first, int end) {
+  return planner::build_stage_graph(forward, first, end, ZeroCosts());
+}
+
+uint64_t gradient_digest(const std::vector<std::vector<float>>& grads, uint64_t seed) {
+  uint64_t h = seed;
+  for (const auto& g : grads) {
+    const auto* p = reinterpret_cast<const unsigned char*>(g.data());
+    for (std::size_t i = 0; i < g.size() * sizeof(float); ++i) h = (h ^ p[i]) * 0x100000001b3ULL;
+  }
+  return h;
 }
 
 }  // namespace ergon::runtime

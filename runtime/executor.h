@@ -91,4 +91,12 @@ std::vector<std::vector<float>> initial_parameters(const planner::ForwardGraph& 
 /// The training graph of a forward graph for execution: its structure only (costs zero).
 planner::TrainingGraph structure_of(const planner::ForwardGraph& forward);
 
+/// A pipeline stage's training graph as planner::build_stage_graph builds it (the same nodes
+/// in the same order), without costs: what a board executing ops [first, end) runs.
+planner::TrainingGraph stage_structure_of(const planner::ForwardGraph& forward, int first, int end);
+
+/// FNV-1a (64 bits) over every gradient's bytes, in order: equal for two runs exactly when
+/// their gradients are, bit for bit (what ExecutionReport carries).
+uint64_t gradient_digest(const std::vector<std::vector<float>>& grads, uint64_t seed = 0xcbf29ce484222325ULL);
+
 }  // namespace ergon::runtime

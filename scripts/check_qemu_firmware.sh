@@ -6,8 +6,9 @@
 # firmware core as the nRF52840 and SAMD21 images. Fails unless the run completes, every span
 # and power sample the firmware sent arrives (no frame lost, no CRC error, every plan entry
 # measured), and the clock sync points give a fitted clock (not the nominal fallback). Builds
-# nothing; prints one summary line. QEMU runs in real time (no -icount), so the board's timer
-# and the host's clock can be synchronized. Bounded: about 6 s, at most 90 s.
+# nothing; prints one summary line. Then records a link test (protocol v6) over the same UART and
+# checks its six link costs. QEMU runs in real time (no -icount), so the board's timer
+# and the host's clock can be synchronized. Bounded: about 11 s, at most 150 s.
 #   ERGON_QEMU_KEEP=DIR   keep the database and logs in DIR (else a temporary directory)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -102,6 +103,24 @@ else
 fi
 windows=$(grep -o -E '[0-9]+ windows attributed' "$work/attribute.log" | grep -o -E '^[0-9]+' || echo "?")
 
+# Then its link (protocol v6): transfers of three sizes each way over the emulated UART, timed
+# by the firmware, fitted by ergon attribute into link costs.
+link_rc=0
+timeout --kill-after=5 60 "$ergon" record --port "$pty" --db "$db" --link-test --link-kind qemu-uart \
+  >"$work/link.log" 2>&1 || link_rc=$?
+link_run=$(q "SELECT max(id) FROM runs")
+link_line=
+if ((link_rc != 0)) || [[ $link_run == "$run" ]]; then
+  problems+=("ergon record --link-test failed: $(tail -n 1 "$work/link.log")")
+else
+  timeout 15 "$ergon" attribute --db "$db" --run "$link_run" >>"$work/attribute.log" 2>&1 ||
+    problems+=("ergon attribute of the link test failed")
+  link_rows=$(q "SELECT count(*) FROM link_costs WHERE link = 'qemu-uart'")
+  ((link_rows == 6)) || problems+=("$link_rows link costs of the 6 the link test measures")
+  link_line=$(q "SELECT group_concat(direction || ' ' || printf('%.1f', bandwidth_bytes_per_s / 1e3) || ' kB/s', ', ')
+                 FROM (SELECT DISTINCT direction, bandwidth_bytes_per_s FROM link_costs WHERE link = 'qemu-uart')")
+fi
+
 if ((${#problems[@]} > 0)); then
   tail -n 3 "$work/record.log" >&2
   cat "$work/attribute.log" >&2
@@ -112,5 +131,5 @@ fi
 qemu_version=$(qemu-system-arm --version | head -n 1 | grep -o -E '[0-9]+\.[0-9]+(\.[0-9]+)?' | head -n 1 || true)
 echo "check_qemu_firmware: ok: $name ($board plan) under QEMU ${qemu_version:-?}: run $run $status, $spans/$spans_sent spans," \
   "$samples/$samples_sent samples (modelled INA219), $windows of $spans windows attributed, 0 lost, 0 CRC," \
-  "clock fitted from $syncs sync points (drift $drift ppm, rms $rms ns)," \
+  "clock fitted from $syncs sync points (drift $drift ppm, rms $rms ns); link test: $link_line," \
   "$((SECONDS - start_s)) s"

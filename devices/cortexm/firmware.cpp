@@ -5,13 +5,18 @@ namespace proto = protocol;
 namespace {
 
 // profiler::OpKind and profiler::Phase codes (the wire's; profiler/op.h is not freestanding).
-enum Kind : uint8_t { kConv2d = 1, kLinear = 2, kRelu = 3, kMaxPool = 4, kAdd = 5, kPaging = 6, kIdle = 7 };
-enum PhaseCode : uint8_t { kForward = 1, kBackward = 2, kRecompute = 3, kPageIn = 4, kPageOut = 5 };
+enum Kind : uint8_t {
+  kConv2d = 1, kLinear = 2, kRelu = 3, kMaxPool = 4, kAdd = 5, kPaging = 6, kIdle = 7, kTransfer = 18
+};
+enum PhaseCode : uint8_t {
+  kForward = 1, kBackward = 2, kRecompute = 3, kPageIn = 4, kPageOut = 5, kLinkSend = 8, kLinkReceive = 9
+};
+constexpr uint64_t kTransferTimeoutUs = 10'000'000;
 
 const char* kind_name(uint8_t kind) {
   static const char* const names[] = {"?", "conv2d", "linear", "relu", "maxpool", "add", "paging", "idle",
                                       "batchnorm", "layernorm", "relu6", "gelu", "tanh", "avgpool",
-                                      "embedding", "attention_scores", "attention_context", "cross_entropy"};
+                                      "embedding", "attention_scores", "attention_context", "cross_entropy", "transfer"};
   return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
@@ -196,6 +201,20 @@ void Firmware::on_frame(const proto::Frame& f, uint64_t rx_ticks) {
       send(answer);
       return;
     }
+    case proto::MsgType::kLinkAck: {
+      proto::LinkAck ack;
+      if (proto::parse_message(f, ack) && ack.transfer == transfer_) transfer_done_ = true;
+      return;
+    }
+    case proto::MsgType::kHostLinkData: {
+      // Only its header is read: the filler is not kept (no RAM for it).
+      proto::Reader r(f.payload, f.payload_size);
+      const uint32_t transfer = r.u32();
+      (void)r.u32();
+      const uint8_t last = r.u8();
+      if (r.ok() && last == 1 && transfer == transfer_) transfer_done_ = true;
+      return;
+    }
     default:
       return;  // ExecuteModel, ScheduleSteps: a microcontroller does not execute schedules
   }
@@ -235,7 +254,7 @@ void Firmware::start_run(const proto::Start& start) {
     at = put_text(why, at, sizeof why, kind_name(op.kind));
     if (op.kind == kPaging && hal_.storage == nullptr) {
       put_text(why, at, sizeof why, ") needs storage, and this board has none");
-    } else if (op.kind > kIdle || (op.kind == kConv2d && (op.dims[5] >> 16 & 1) != 0)) {
+    } else if ((op.kind > kIdle && op.kind != kTransfer) || (op.kind == kConv2d && (op.dims[5] >> 16 & 1) != 0)) {
       put_text(why, at, sizeof why, ") has no kernel on this board");
     } else if (op.kind != kPaging && op.dims[0] == 0) {
       put_text(why, at, sizeof why, ") came without its dimensions");
@@ -306,6 +325,8 @@ bool Firmware::prepare(const Op& op, bool fill) {
     }
     case kIdle:
       return true;
+    case kTransfer:
+      return op.dims[0] != 0 && (op.phase == kLinkSend || op.phase == kLinkReceive);
     default:
       return false;
   }
@@ -364,9 +385,42 @@ bool Firmware::run_once(const Op& op) {
       }
       return true;
     }
+    case kTransfer:
+      return transfer(op);
     default:
       return true;
   }
+}
+
+bool Firmware::transfer(const Op& op) {
+  // A pipeline's transfers carry their tag (dims[1]); a link test's are numbered here.
+  transfer_ = op.dims[1] != 0 ? op.dims[1] : ++next_transfer_;
+  transfer_done_ = false;
+  const uint32_t bytes = op.dims[0];
+  if (op.phase == kLinkReceive) {
+    send(proto::LinkPull{.transfer = transfer_, .bytes = bytes});
+  } else {
+    proto::LinkFiller frame{.transfer = transfer_};
+    for (uint32_t offset = 0; offset < bytes;) {
+      const uint32_t rest = bytes - offset;
+      frame.offset = offset;
+      frame.length = static_cast<uint16_t>(rest < proto::kMaxLinkDataBytes ? rest : proto::kMaxLinkDataBytes);
+      offset += frame.length;
+      frame.last = offset >= bytes;
+      send(frame);
+      service();  // samples and syncs keep flowing
+    }
+  }
+  const uint64_t since = hal_.clock.now_ticks();
+  while (!transfer_done_) {
+    service();
+    if (hal_.clock.now_ticks() - since > us_to_ticks(kTransferTimeoutUs)) {
+      log(proto::LogLevel::kError, op.phase == kLinkReceive ? "link-receive: the host sent no data within 10 s"
+                                                            : "link-send: no acknowledgement from the host within 10 s");
+      return false;
+    }
+  }
+  return true;
 }
 
 void Firmware::begin_op() {
@@ -413,7 +467,7 @@ void Firmware::step() {
         return;
       }
       if (!run_once(op)) {
-        log(proto::LogLevel::kError, "storage failed during a page transfer");
+        if (op.kind == kPaging) log(proto::LogLevel::kError, "storage failed during a page transfer");
         return finish(proto::RunEnd::kFailed);
       }
       ++reps_;

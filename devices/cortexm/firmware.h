@@ -64,6 +64,9 @@ class Firmware {
   /// `fill` gives them values; Start checks every op without filling.
   bool prepare(const Op& op, bool fill);
   bool run_once(const Op& op);
+  /// One link transfer (protocol v6): LinkData frames and the host's LinkAck, or a LinkPull
+  /// and the host's bytes; false (with a Log) when the host does not answer within 10 s.
+  bool transfer(const Op& op);
   void end_window();
   void finish(protocol::RunEnd end);
   void sample_power();
@@ -102,6 +105,9 @@ class Firmware {
   float *a_ = nullptr, *b_ = nullptr, *c_ = nullptr, *d_ = nullptr, *e_ = nullptr;
   protocol::RunDone done_{};
   bool have_done_ = false;
+
+  uint32_t transfer_ = 0, next_transfer_ = 0;
+  bool transfer_done_ = false;  ///< the running transfer's LinkAck or last byte arrived
 
   protocol::PowerBatch batch_{};
   uint64_t last_flush_ = 0;

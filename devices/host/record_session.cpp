@@ -207,12 +207,15 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
       if (data.transfer != link_transfer_) {
         link_transfer_ = data.transfer;
         link_transfer_bytes_ = 0;
+        link_transfer_data_.clear();
       }
       link_transfer_bytes_ += data.length;
       stats_.link_bytes_received += data.length;
+      if (options_.relay) link_transfer_data_.insert(link_transfer_data_.end(), data.data, data.data + data.length);
       if (data.last) {
         send(proto::LinkAck{.transfer = data.transfer, .bytes = link_transfer_bytes_}, out);
-        if (options_.relay) options_.relay->put(data.transfer, link_transfer_bytes_);
+        if (options_.relay) options_.relay->put(data.transfer, std::move(link_transfer_data_));
+        link_transfer_data_.clear();
       }
       return;
     }
@@ -221,7 +224,7 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
       proto::LinkPull pull;
       if (!proto::parse_message(frame, pull)) return bad("malformed LinkPull");
       // Relayed: the bytes go once the board upstream has sent them.
-      if (options_.relay && !options_.relay->has(pull.transfer)) pending_pulls_.push_back(pull);
+      if (options_.relay && !options_.relay->find(pull.transfer)) pending_pulls_.push_back(pull);
       else send_link_data(pull, out);
       return;
     }
@@ -233,7 +236,7 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
 void RecordSession::serve_relay(std::vector<uint8_t>& out) {
   if (!options_.relay || pending_pulls_.empty() || finished()) return;
   std::erase_if(pending_pulls_, [&](const proto::LinkPull& pull) {
-    if (!options_.relay->has(pull.transfer)) return false;
+    if (!options_.relay->find(pull.transfer)) return false;
     send_link_data(pull, out);
     return true;
   });
@@ -242,10 +245,14 @@ void RecordSession::serve_relay(std::vector<uint8_t>& out) {
 void RecordSession::send_link_data(const proto::LinkPull& pull, std::vector<uint8_t>& out) {
   static thread_local proto::HostLinkData data;
   data.transfer = pull.transfer;
+  // Relayed: the sending board's own bytes (a tensor), as many as it sent and the pull asks.
+  const std::vector<uint8_t>* relayed = options_.relay ? options_.relay->find(pull.transfer) : nullptr;
   for (uint32_t offset = 0; offset < pull.bytes;) {
     const uint32_t n = std::min<uint32_t>(pull.frame_bytes, pull.bytes - offset);
     data.offset = offset;
     data.fill(n);
+    if (relayed && relayed->size() >= std::size_t{offset} + n)
+      std::copy_n(relayed->data() + offset, n, data.data);
     offset += n;
     data.last = offset >= pull.bytes;
     send(data, out);
@@ -388,6 +395,10 @@ void RecordSession::start_plan(std::vector<uint8_t>& out) {
     model.seed = e.seed;
     model.step_count = static_cast<uint32_t>(e.steps.size());
     send(model, out);
+    if (e.stage)
+      send(proto::ExecuteStage{.first_op = e.stage->first_op, .end_op = e.stage->end_op,
+                               .microbatches = e.stage->microbatches},
+           out);
     for (std::size_t first = 0; first < e.steps.size(); first += proto::ScheduleSteps::kMaxSteps) {
       proto::ScheduleSteps chunk;
       chunk.first = static_cast<uint32_t>(first);

@@ -60,9 +60,16 @@ struct ExecuteRequest {
   std::string model;
   uint16_t batch = 1;
   uint32_t seed = 1;
-  /// Each step as (kind, node): kind as planner::StepKind (0 compute, 1 free, 2 page-out,
-  /// 3 page-in).
+  /// Each step as (kind, node): kind as planner::StepKind (0 compute, 1 page-out, 2 page-in,
+  /// 3 free; for a pipeline stage also 4 link-send and 5 link-receive).
   std::vector<std::pair<uint8_t, uint32_t>> steps;
+  /// Set: the model is one stage of a pipeline (protocol v6 ExecuteStage): ops [first_op,
+  /// end_op), `microbatches` of them; `steps` is the stage's whole run (ScheduleSteps).
+  struct Stage {
+    uint32_t first_op = 0, end_op = 0;
+    uint16_t microbatches = 1;
+  };
+  std::optional<Stage> stage;
 };
 
 enum class SessionState {
@@ -104,11 +111,16 @@ inline constexpr std::string_view kLinuxHostKindName = "host";
 /// Recorder (one thread).
 class LinkRelay {
  public:
-  void put(uint32_t tag, uint32_t bytes) { arrived_[tag] = bytes; }
-  [[nodiscard]] bool has(uint32_t tag) const { return arrived_.contains(tag); }
+  /// What one board sent under `tag`: the LinkData frames' bytes, in order (a tensor's, when
+  /// the board executes on real tensors; filler otherwise).
+  void put(uint32_t tag, std::vector<uint8_t> bytes) { arrived_[tag] = std::move(bytes); }
+  [[nodiscard]] const std::vector<uint8_t>* find(uint32_t tag) const {
+    const auto it = arrived_.find(tag);
+    return it == arrived_.end() ? nullptr : &it->second;
+  }
 
  private:
-  std::map<uint32_t, uint32_t> arrived_;
+  std::map<uint32_t, std::vector<uint8_t>> arrived_;
 };
 
 struct RecordOptions {
@@ -229,6 +241,7 @@ class RecordSession {
   uint32_t run_tag_ = 0;
   uint32_t link_transfer_ = 0;        ///< the board's link-send transfer arriving now
   uint32_t link_transfer_bytes_ = 0;  ///< and its bytes so far
+  std::vector<uint8_t> link_transfer_data_;  ///< and the bytes themselves, when relaying
   std::vector<protocol::LinkPull> pending_pulls_;  ///< waiting for the relay to have their tag
   void send_link_data(const protocol::LinkPull& pull, std::vector<uint8_t>& out);
   SessionState end_state_ = SessionState::kCompleted;

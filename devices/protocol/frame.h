@@ -51,6 +51,7 @@ enum class MsgType : uint8_t {
   kPhaseModes = 0x8A,     ///< since v4
   kHostLinkData = 0x8B,   ///< since v6
   kLinkAck = 0x8C,        ///< since v6
+  kExecuteStage = 0x8D,   ///< since v6
 };
 
 /// A decoded frame. `payload` points into the decoder's buffer and is valid only during the

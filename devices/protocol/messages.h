@@ -473,7 +473,10 @@ struct ExecuteModel {
 };
 
 /// Host -> device (since v3): consecutive steps of the schedule to execute, from `first`.
-/// Step kinds as planner::StepKind: 0 compute, 1 free, 2 page-out, 3 page-in.
+/// Step kinds as planner::StepKind: 0 compute, 1 page-out, 2 page-in, 3 free. After an
+/// ExecuteStage (v6), a step's node carries its micro-batch in its top 8 bits, and kinds 4
+/// (link-send) and 5 (link-receive) move the micro-batch's activation or gradient: their node
+/// is the transfer's tag.
 struct ScheduleSteps {
   static constexpr MsgType kType = MsgType::kScheduleSteps;
   static constexpr std::size_t kMaxSteps = (kMaxPayloadBytes - 5) / 5;
@@ -502,9 +505,32 @@ struct ScheduleSteps {
     for (uint8_t i = 0; i < count; ++i) {
       steps[i].kind = r.u8();
       steps[i].node = r.u32();
-      if (steps[i].kind > 3) return false;
+      if (steps[i].kind > 5) return false;
     }
     return r.ok();
+  }
+};
+
+/// Host -> device (since v6): the ExecuteModel's model is one stage of a pipeline: forward ops
+/// [first_op, end_op), `microbatches` of them per batch, micro-batch j with seed j + 1 and the
+/// model's parameters of seed 1 (as app::check_gradients runs them in one process). The
+/// ScheduleSteps are the stage's whole run, micro-batch by micro-batch, with its transfers.
+struct ExecuteStage {
+  static constexpr MsgType kType = MsgType::kExecuteStage;
+  uint32_t first_op = 0;
+  uint32_t end_op = 0;
+  uint16_t microbatches = 1;
+  bool write(Writer& w) const {
+    w.u32(first_op);
+    w.u32(end_op);
+    w.u16(microbatches);
+    return w.ok();
+  }
+  bool read(Reader& r) {
+    first_op = r.u32();
+    end_op = r.u32();
+    microbatches = r.u16();
+    return r.ok() && end_op > first_op && microbatches != 0 && microbatches <= 256;
   }
 };
 
@@ -660,6 +686,24 @@ struct LinkDataOf {
   }
 };
 using LinkData = LinkDataOf<MsgType::kLinkData>;
+
+/// LinkData as a board with little RAM sends it: the same bytes, the filler written as it is
+/// encoded, never held (write only; hosts parse LinkData).
+struct LinkFiller {
+  static constexpr MsgType kType = MsgType::kLinkData;
+  uint32_t transfer = 0;
+  uint32_t offset = 0;
+  bool last = false;
+  uint16_t length = 0;
+  bool write(Writer& w) const {
+    if (length > kMaxLinkDataBytes) return false;
+    w.u32(transfer);
+    w.u32(offset);
+    w.u8(last ? 1 : 0);
+    for (uint32_t i = 0; i < length; ++i) w.u8(static_cast<uint8_t>(1 + (offset + i) % 251));
+    return w.ok();
+  }
+};
 using HostLinkData = LinkDataOf<MsgType::kHostLinkData>;
 
 /// Device -> host (since v6): the board's link-receive window has begun; send `bytes` bytes

@@ -13,6 +13,7 @@
 #include "app/attribute.h"
 #include "app/record.h"
 #include "costdb/costs.h"
+#include "costdb/cost_model.h"
 #include "costdb/database.h"
 #include "devices/board_profile.h"
 #include "devices/cortexm/host/firmware_host.h"
@@ -91,6 +92,32 @@ TEST_P(FirmwareEndToEnd, RecordStoresTheBoardsDefaultPlanAndAttributionFindsItsP
                 0.15 * (board.idle_w + board.compute_w));
   }
   EXPECT_GT(computes, 0) << covered << " of " << a.attribution.windows.size() << " windows covered by samples";
+}
+
+// The firmware measures its link like the agent and the simulator do (protocol v6): every
+// transfer of the link test completes, and attribution fits both directions.
+TEST_P(FirmwareEndToEnd, TheFirmwaresLinkTestGivesLinkCostsBothWays) {
+  ASSERT_FALSE(link().empty());
+  app::RecordRequest req;
+  req.ports = {link()};
+  req.db_path = dir_ / "lab.db";
+  req.options.link_test = true;
+  req.options.link = "pty";
+  std::atomic<int> interrupts{0};
+  const auto outcomes = app::record_boards(req, {}, interrupts);
+  ASSERT_EQ(outcomes.size(), 1U);
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+  EXPECT_GT(outcomes[0].stats.link_bytes_received, 0U) << "it sent";
+  EXPECT_GT(outcomes[0].stats.link_bytes_sent, 0U) << "and it pulled";
+  auto db = costdb::Database::open(req.db_path);
+  const auto a = app::attribute_run(db, *outcomes[0].run_id);
+  EXPECT_EQ(a.link_rows, 6);
+  const auto fits = costdb::list_link_costs(db, std::string(GetParam()));
+  ASSERT_EQ(fits.size(), 2U);
+  for (const auto& f : fits) {
+    EXPECT_EQ(f.link, "pty");
+    EXPECT_GT(f.bandwidth_bytes_per_s, 0);
+  }
 }
 
 // A microcontroller runs at one fixed clock: asked for it, it records; asked for another, the

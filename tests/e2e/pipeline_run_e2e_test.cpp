@@ -3,8 +3,13 @@
 // (protocol v6), then predicted against measured per board and in total.
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <map>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 
 #include "app/pipeline.h"
@@ -92,6 +97,64 @@ TEST_F(PipelineRun, TwoSimulatedBoardsRunThePlannedPipelineAsPredicted) {
   // The runs are schedule runs: their steps never become costs to plan on.
   auto db = costdb::Database::open_read_only(db_path());
   for (const auto& run : costdb::list_runs(db)) EXPECT_EQ(run.plan, costdb::RunPlan::kSchedule);
+}
+
+/// An ergon-agent process on this machine, listening on a free loopback port.
+class AgentProcess {
+ public:
+  AgentProcess() {
+    int fds[2];
+    if (::pipe(fds) != 0) throw std::runtime_error("pipe");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::close(fds[0]);
+      const std::string agent = std::string(ERGON_BINARY_DIR) + "/agent/ergon-agent";
+      ::execl(agent.c_str(), "ergon-agent", "--link", "tcp:127.0.0.1:0", "--board", "pi4", "--probe",
+              "sim:ina219", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    // Its first line is the link to record from.
+    char c = 0;
+    while (::read(fds[0], &c, 1) == 1 && c != '\n') link_ += c;
+    ::close(fds[0]);
+  }
+  ~AgentProcess() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  AgentProcess(const AgentProcess&) = delete;
+  AgentProcess& operator=(const AgentProcess&) = delete;
+  [[nodiscard]] const std::string& link() const { return link_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string link_;
+};
+
+// The must-show of pipelines on real tensors: two ergon-agent processes over TCP, each
+// executing its stage, the activations and gradients themselves relayed through the host;
+// every stage's gradients over every micro-batch equal the whole model's store-all run in one
+// process, bit for bit.
+TEST_F(PipelineRun, TwoAgentProcessesOnRealTensorsGiveTheSingleProcessGradients) {
+  AgentProcess a, b;
+  ASSERT_EQ(a.link().rfind("tcp:", 0), 0U) << a.link();
+  ASSERT_EQ(b.link().rfind("tcp:", 0), 0U) << b.link();
+  app::PipelineRunRequest request;
+  request.db = db_path().string();
+  request.ports = {a.link(), b.link()};
+  request.execute = true;
+  const auto r = app::run_pipeline(resnet18_on_two_pi4s(2), request);
+  ASSERT_TRUE(r.incomplete.empty()) << r.incomplete;
+  ASSERT_EQ(r.gradients_equal.size(), 2U);
+  for (const auto& g : r.gradients_equal) {
+    ASSERT_TRUE(g.has_value()) << "each agent reports its gradients";
+    EXPECT_TRUE(*g);
+  }
+  for (const auto& bd : r.boards) EXPECT_EQ(bd.steps_arrived, bd.steps);
+  auto db = costdb::Database::open_read_only(db_path());
+  for (const auto& run : costdb::list_runs(db)) EXPECT_EQ(run.plan, costdb::RunPlan::kExecute);
 }
 
 // Simulated boards that do not follow real time cannot wait for each other.

@@ -56,6 +56,7 @@ void parse_all(const proto::Frame& f) {
   check_round_trip<proto::HostLinkData>(f);
   check_round_trip<proto::LinkPull>(f);
   check_round_trip<proto::LinkAck>(f);
+  check_round_trip<proto::ExecuteStage>(f);
 }
 
 }  // namespace

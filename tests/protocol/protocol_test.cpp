@@ -376,6 +376,7 @@ std::vector<Golden> golden_messages() {
       {"link_pull.bin", encode(LinkPull{.transfer = 7, .bytes = 65536, .frame_bytes = 1015}, 12)},
       {"host_link_data.bin", encode(sample_link_data<HostLinkData>(), 11)},
       {"link_ack.bin", encode(LinkAck{.transfer = 7, .bytes = 65536}, 12)},
+      {"execute_stage.bin", encode(ExecuteStage{.first_op = 32, .end_op = 67, .microbatches = 4}, 13)},
   };
 }
 
