@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -96,6 +98,38 @@ TEST(PipelineCommand, OutWritesEachStagesGraphAndScheduleForOtherTools) {
     EXPECT_EQ(schedule.steps.size(), j["stages"][s]["steps"].get<std::size_t>());
     EXPECT_TRUE(planner::simulate(graph, schedule).valid);  // a plan another tool can replay
   }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ergon::cli
+
+namespace ergon::cli {
+namespace {
+
+// --validate prints predicted against measured per board and per batch; JSON says the same.
+TEST(PipelineCommand, ValidateRunsThePlanOnSimulatedBoardsAndReportsBothSides) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ergon-pipeline-validate-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto args = two_pi4s();
+  args.microbatches = 2;
+  args.planner = "store-all";
+  args.db = (dir / "lab.db").string();
+  std::ostringstream out;
+  EXPECT_EQ(run_pipeline(args, PipelineOutput{.json = true, .validate = true}, out), 0);
+  const auto j = nlohmann::json::parse(out.str());
+  ASSERT_EQ(j["boards"].size(), 2U);
+  for (const auto& b : j["boards"]) {
+    EXPECT_EQ(b["steps_arrived"], b["steps"]);
+    EXPECT_GT(b["measured_busy_s"].get<double>(), 0);
+  }
+  EXPECT_GT(j["measured_makespan_s"].get<double>(), 0);
+  EXPECT_EQ(j["incomplete"], "");
+  // Only with --validate: ports, and executing on them.
+  std::ostringstream ignored;
+  EXPECT_THROW(run_pipeline(two_pi4s(), PipelineOutput{.ports = {"tcp:127.0.0.1:1"}}, ignored), InputError);
+  EXPECT_THROW(run_pipeline(two_pi4s(), PipelineOutput{.validate = true, .execute = true}, ignored), InputError);
   std::filesystem::remove_all(dir);
 }
 
