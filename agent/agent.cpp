@@ -238,7 +238,10 @@ class Agent {
       decoder.feed(buf, static_cast<std::size_t>(n),
                    [&](const proto::Frame& f) { handle(link, commands, f); });
     }
-    link.mark_broken();
+    {
+      std::lock_guard lock(commands.m);  // a waiter checks broken() under the lock: no lost wakeup
+      link.mark_broken();
+    }
     commands.cv.notify_all();
   }
 
@@ -322,7 +325,9 @@ class Agent {
           commands.steps[at] = planner::Step{static_cast<planner::StepKind>(chunk.steps[i].kind > 3 ? 0 : chunk.steps[i].kind),
                                              static_cast<int>(chunk.steps[i].node)};
           commands.raw_steps[at] = {chunk.steps[i].kind, chunk.steps[i].node};
-          commands.step_received[at] = 1;
+          // Transfers (kinds 4 and 5) belong to a pipeline stage: without an ExecuteStage the
+          // step counts as missing, and the run is refused.
+          commands.step_received[at] = chunk.steps[i].kind > 3 && !commands.stage ? 0 : 1;
         }
         return;
       }
@@ -390,6 +395,7 @@ class Agent {
       case proto::MsgType::kStop: {
         std::lock_guard lock(commands.m);
         commands.stop = true;
+        commands.cv.notify_all();  // a transfer waiting for the host gives up
         if (!running_ && last_done_) link.send(*last_done_);  // the host missed it
         return;
       }
@@ -540,10 +546,14 @@ class Agent {
     if (op.phase == profiler::Phase::kLinkReceive) {
       link.send(proto::LinkPull{.transfer = id, .bytes = bytes});
       std::unique_lock lock(commands.m);
-      if (!commands.cv.wait_for(lock, timeout, [&] { return commands.rx_done == id || link.broken(); }) ||
-          link.broken())
+      if (!commands.cv.wait_for(lock, timeout,
+                                [&] { return commands.rx_done == id || link.broken() || commands.stop || stop_; }) ||
+          link.broken() || commands.stop || stop_)
         throw DeviceError("link-receive of " + std::to_string(bytes) + " bytes: the host sent no data within " +
                           std::to_string(timeout.count()) + " s");
+      if (commands.rx_bytes != bytes)
+        throw DeviceError("link-receive: " + std::to_string(commands.rx_bytes) + " bytes arrived of the " +
+                          std::to_string(bytes) + " pulled");
       if (received) *received = std::move(commands.rx_data);
       commands.rx_data.clear();
       return;
@@ -562,9 +572,11 @@ class Agent {
       if (!link.send(data)) throw DeviceError("link-send: the link broke");
     }
     std::unique_lock lock(commands.m);
-    if (!commands.cv.wait_for(lock, timeout, [&] { return commands.acked_transfer == id || link.broken(); }) ||
-        link.broken())
-      throw DeviceError("link-send of " + std::to_string(bytes) + " bytes: no acknowledgement from the host within 10 s");
+    if (!commands.cv.wait_for(lock, timeout,
+                              [&] { return commands.acked_transfer == id || link.broken() || commands.stop || stop_; }) ||
+        link.broken() || commands.stop || stop_)
+      throw DeviceError("link-send of " + std::to_string(bytes) + " bytes: no acknowledgement from the host within " +
+                        std::to_string(timeout.count()) + " s");
   }
 
   /// A pipeline stage on real tensors (protocol v6 ExecuteStage): the stage of the zoo model

@@ -89,7 +89,7 @@ ResolvedLink resolve_link(const PipelineArgs& args, int s, const std::string& ki
     double sum = 0;
     int n = 0;
     for (const auto* f : fits) {
-      if (!f->energy_j_per_byte) return std::nullopt;  // measured without power samples
+      if (!f->energy_j_per_byte) return pub;  // measured without power samples: what is published, if anything
       sum += *f->energy_j_per_byte;
       ++n;
     }

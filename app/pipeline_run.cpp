@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
 #include <limits>
@@ -179,8 +181,8 @@ PipelineRunResult run_pipeline(const PipelineArgs& args, const PipelineRunReques
   } else {
     rec.ports = request.ports;
   }
-  std::atomic<int> interrupts{0};
-  const auto outcomes = record_boards(rec, {}, interrupts);
+  std::atomic<int> no_interrupts{0};
+  const auto outcomes = record_boards(rec, {}, request.interrupts ? *request.interrupts : no_interrupts);
   for (auto& sim : sims) sim->stop();
 
   phase(PipelineRunPhase::kAttributing);
@@ -241,7 +243,8 @@ PipelineRunResult run_pipeline(const PipelineArgs& args, const PipelineRunReques
     const planner::TrainingGraph whole = runtime::structure_of(forward);
     const auto params = runtime::initial_parameters(forward, whole, 1);
     std::vector<uint64_t> expected(static_cast<std::size_t>(S), 0xcbf29ce484222325ULL);
-    const auto scratch = std::filesystem::path(request.db).parent_path() / "ergon-pipeline-reference";
+    const auto scratch = std::filesystem::temp_directory_path() /
+                         fmt::format("ergon-pipeline-reference-{}-{}", ::getpid(), request.seed);
     for (int j = 0; j < K; ++j) {
       const runtime::ExecutionResult ref =
           runtime::execute(forward, whole, planner::store_all_schedule(whole), scratch / std::to_string(j),

@@ -6,6 +6,7 @@
 // total (ergon pipeline --validate, docs/pipeline.md).
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <utility>
 #include <functional>
@@ -50,6 +51,8 @@ struct PipelineRunRequest {
   /// activations and gradients themselves relayed; then every stage's parameter gradients
   /// are compared with a single-process store-all run of the whole model (zoo models).
   bool execute = false;
+  /// Each increment asks the boards to stop (Ctrl-C); none: not interruptible.
+  const std::atomic<int>* interrupts = nullptr;
 };
 
 /// One board's share of the batch, predicted against measured.

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/units.h"
 #include "cli/plan_cmd.h"
+#include "cli/record_status.h"
 #include "app/pipeline_run.h"
 #include "planner/graph_json.h"
 #include "planner/schedule.h"
@@ -163,6 +164,7 @@ int validate_pipeline(const app::PipelineArgs& args, const PipelineOutput& outpu
   request.speed = output.speed;
   request.db = args.db.empty() ? "ergon.db" : args.db;
   request.execute = output.execute;
+  request.interrupts = &install_interrupt_counter();
   const bool tty = !output.json && ::isatty(STDERR_FILENO) == 1;
   const auto r = app::run_pipeline(args, request, [&](app::PipelineRunPhase p) {
     if (!tty) return;

@@ -18,6 +18,7 @@ namespace proto = protocol;
 using profiler::Phase;
 
 constexpr int64_t kReplyLatencyNs = 20'000;        // device time between rx and tx of a reply
+constexpr int64_t kRelayTimeoutNs = 120'000'000'000;  // as the agent waits for a relayed transfer
 
 }  // namespace
 
@@ -129,6 +130,11 @@ void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
     case proto::MsgType::kStop:
       if (running_) {
         stop_requested_ = true;
+        if (segment_.waiting) {  // waiting for bytes that may never come: stop now
+          segment_.waiting = false;
+          segment_.wait_end_ns = std::max(now_ns, cursor_ns_);
+          segment_.end_ns = segment_.wait_end_ns;
+        }
       } else if (!runs_.empty()) {
         // The host missed our RunDone (a noisy link): say it again.
         const SimRunStats& last = runs_.back();
@@ -342,6 +348,11 @@ void SimBoard::advance_to(int64_t t_ns, std::vector<uint8_t>& out,
   while (running_) {
     // Unpaced, a board waiting for relayed bytes does not run ahead: its time is not real time.
     if (segment_.waiting && options_.time_scale <= 0) return;
+    if (segment_.waiting && t_ns - segment_.begin_ns > kRelayTimeoutNs) {
+      log(proto::LogLevel::kError, "link-receive: the host relayed no data within 120 s", out);
+      end_run(proto::RunEnd::kFailed, out);
+      return;
+    }
     const int64_t until = std::min(segment_.end_ns, t_ns);
     if (logger_) {
       logger_->sample_until(segment_.end_ns > t_ns ? t_ns : segment_.end_ns - 1,

@@ -12,6 +12,7 @@ enum PhaseCode : uint8_t {
   kForward = 1, kBackward = 2, kRecompute = 3, kPageIn = 4, kPageOut = 5, kLinkSend = 8, kLinkReceive = 9
 };
 constexpr uint64_t kTransferTimeoutUs = 10'000'000;
+constexpr uint64_t kRelayedTimeoutUs = 120'000'000;  // a pipeline's: the upstream board may still be filling
 
 const char* kind_name(uint8_t kind) {
   static const char* const names[] = {"?", "conv2d", "linear", "relu", "maxpool", "add", "paging", "idle",
@@ -412,11 +413,13 @@ bool Firmware::transfer(const Op& op) {
     }
   }
   const uint64_t since = hal_.clock.now_ticks();
+  const uint64_t limit = us_to_ticks(op.dims[1] != 0 ? kRelayedTimeoutUs : kTransferTimeoutUs);
   while (!transfer_done_) {
     service();
-    if (hal_.clock.now_ticks() - since > us_to_ticks(kTransferTimeoutUs)) {
-      log(proto::LogLevel::kError, op.phase == kLinkReceive ? "link-receive: the host sent no data within 10 s"
-                                                            : "link-send: no acknowledgement from the host within 10 s");
+    if (stop_requested_) return true;  // the run ends after this window, as any op's does
+    if (hal_.clock.now_ticks() - since > limit) {
+      log(proto::LogLevel::kError, op.phase == kLinkReceive ? "link-receive: the host sent no data in time"
+                                                            : "link-send: no acknowledgement from the host in time");
       return false;
     }
   }

@@ -6,6 +6,8 @@
 namespace ergon::devices {
 namespace {
 
+constexpr uint32_t kMaxPullBytes = 256U << 20;  // one transfer; a frame is 1 KiB
+
 namespace proto = protocol;
 
 constexpr int64_t kMs = 1'000'000;
@@ -216,6 +218,7 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
         send(proto::LinkAck{.transfer = data.transfer, .bytes = link_transfer_bytes_}, out);
         if (options_.relay) options_.relay->put(data.transfer, std::move(link_transfer_data_));
         link_transfer_data_.clear();
+        link_transfer_ = 0;  // a transfer sent again under its number counts anew
       }
       return;
     }
@@ -223,6 +226,9 @@ void RecordSession::handle(const proto::Frame& frame, std::vector<uint8_t>& out)
       // A link-receive window: the board times until these bytes have all arrived.
       proto::LinkPull pull;
       if (!proto::parse_message(frame, pull)) return bad("malformed LinkPull");
+      if (pull.bytes > kMaxPullBytes)
+        return bad("LinkPull of " + std::to_string(pull.bytes) + " bytes: more than ergon moves in one transfer (" +
+                   std::to_string(kMaxPullBytes >> 20) + " MiB)");
       // Relayed: the bytes go once the board upstream has sent them.
       if (options_.relay && !options_.relay->find(pull.transfer)) pending_pulls_.push_back(pull);
       else send_link_data(pull, out);
@@ -245,8 +251,13 @@ void RecordSession::serve_relay(std::vector<uint8_t>& out) {
 void RecordSession::send_link_data(const proto::LinkPull& pull, std::vector<uint8_t>& out) {
   static thread_local proto::HostLinkData data;
   data.transfer = pull.transfer;
-  // Relayed: the sending board's own bytes (a tensor), as many as it sent and the pull asks.
+  // Relayed: the sending board's own bytes (a tensor); a size other than the pull's is the
+  // plan's two ends disagreeing, which the run's events say.
   const std::vector<uint8_t>* relayed = options_.relay ? options_.relay->find(pull.transfer) : nullptr;
+  if (relayed && relayed->size() != pull.bytes && hello_)
+    sink_.event(clock_.now_ns(), "relay-mismatch",
+                "transfer " + std::to_string(pull.transfer) + ": " + std::to_string(relayed->size()) +
+                    " bytes sent upstream, " + std::to_string(pull.bytes) + " pulled");
   for (uint32_t offset = 0; offset < pull.bytes;) {
     const uint32_t n = std::min<uint32_t>(pull.frame_bytes, pull.bytes - offset);
     data.offset = offset;
@@ -258,6 +269,7 @@ void RecordSession::send_link_data(const proto::LinkPull& pull, std::vector<uint
     send(data, out);
   }
   stats_.link_bytes_sent += pull.bytes;
+  if (relayed) options_.relay->erase(pull.transfer);
 }
 
 void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out) {
@@ -267,7 +279,11 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
                 source_ + " speaks protocol v" + std::to_string(msg.protocol_version) +
                     ", this ergon speaks v" + std::to_string(proto::kProtocolVersion));
   }
-  if (options_.link_test && msg.protocol_version < 6) {
+  const bool moves = options_.link_test || (options_.execute && options_.execute->stage) ||
+                     (options_.plan && std::any_of(options_.plan->ops.begin(), options_.plan->ops.end(), [](const PlannedOp& op) {
+                        return op.shape.kind == profiler::OpKind::kTransfer;
+                      }));
+  if (moves && msg.protocol_version < 6) {
     return fail(SessionState::kFailed,
                 source_ + " speaks protocol v" + std::to_string(msg.protocol_version) +
                     ", which has no link transfers (v6): update its agent or firmware");

@@ -118,6 +118,8 @@ class LinkRelay {
     const auto it = arrived_.find(tag);
     return it == arrived_.end() ? nullptr : &it->second;
   }
+  /// The tag was delivered: its bytes are not kept any longer.
+  void erase(uint32_t tag) { arrived_.erase(tag); }
 
  private:
   std::map<uint32_t, std::vector<uint8_t>> arrived_;
