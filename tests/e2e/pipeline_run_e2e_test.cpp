@@ -12,6 +12,10 @@
 #include <string>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
 #include "app/pipeline.h"
 #include "app/pipeline_run.h"
 #include "common/error.h"
@@ -155,6 +159,26 @@ TEST_F(PipelineRun, TwoAgentProcessesOnRealTensorsGiveTheSingleProcessGradients)
   for (const auto& bd : r.boards) EXPECT_EQ(bd.steps_arrived, bd.steps);
   auto db = costdb::Database::open_read_only(db_path());
   for (const auto& run : costdb::list_runs(db)) EXPECT_EQ(run.plan, costdb::RunPlan::kExecute);
+}
+
+// The spelling, through the real binary and its option parser: ergon validate
+// --pipeline runs the pipeline's validation and prints it as JSON.
+TEST_F(PipelineRun, ErgonValidatePipelineRunsThePipelinesValidation) {
+  const std::string ergon = std::string(ERGON_BINARY_DIR) + "/cli/ergon";
+  const std::string cmd = ergon + " validate --model resnet18-cifar --pipeline pi4,pi4 --microbatches 2 --db '" +
+                          db_path().string() + "' --json 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = ::pclose(p);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  ASSERT_EQ(j["boards"].size(), 2U);
+  for (const auto& b : j["boards"]) EXPECT_EQ(b["steps_arrived"], b["steps"]);
+  EXPECT_NEAR(j["measured_makespan_s"].get<double>() / j["predicted_makespan_s"].get<double>(), 1.0, 0.10);
 }
 
 // Simulated boards that do not follow real time cannot wait for each other.
