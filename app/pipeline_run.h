@@ -64,7 +64,7 @@ struct PipelineBoardResult {
   double predicted_dynamic_j = 0;  ///< K x the stage's energy above idle
   std::optional<double> measured_dynamic_j;  ///< its compute steps' net energy (none: no power samples)
   double measured_transfer_s = 0;  ///< its link spans, waits for the upstream board included
-  double measured_link_j = 0;      ///< their net energy (above idle): the link's own power
+  double measured_link_j = 0;      ///< their net energy (above idle) where samples covered them
   double idle_w = 0;               ///< as measured in its idle window
   double first_ns = 0, last_ns = 0;  ///< host time of its first step's start and last step's end
   int steps = 0, steps_arrived = 0;
