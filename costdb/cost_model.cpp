@@ -15,6 +15,54 @@
 namespace ergon::costdb {
 namespace {
 
+/// A board kind's derived per-board table about to be rewritten from its runs (paging_costs,
+/// link_costs): the kind's boards, their old rows deleted, and its power modes' ids.
+class DerivedRows {
+ public:
+  DerivedRows(Database& database, const std::string& board_kind, std::string_view table, std::string doing)
+      : db_(database.impl()),
+        board_kind_(board_kind),
+        doing_(std::move(doing)),
+        mode_id_(db_.db,
+                 "SELECT m.id FROM power_modes m JOIN boards b ON b.id = m.board_id "
+                 "WHERE b.kind = ?1 AND m.name = ?2 ORDER BY m.id LIMIT 1",
+                 db_.path) {
+    if (db_.read_only) throw DatabaseError("database " + db_.path.string() + " is open read-only");
+    db_.ensure_batch();
+    detail::Statement board_id(db_.db, "SELECT id FROM boards WHERE kind = ?1 ORDER BY id", db_.path);
+    board_id.bind(1, std::string_view(board_kind));
+    while (board_id.step(doing_)) boards_.push_back(board_id.column_int64(0));
+    detail::Statement clear(db_.db, "DELETE FROM " + std::string(table) + " WHERE board_id = ?1", db_.path);
+    for (int64_t id : boards_) {
+      clear.bind(1, id);
+      clear.run(doing_);
+    }
+  }
+  /// No board of the kind: nothing to write.
+  [[nodiscard]] bool empty() const { return boards_.empty(); }
+  /// The rows go under the kind's first board.
+  [[nodiscard]] int64_t board() const { return boards_.front(); }
+  /// The mode's id under any board of the kind (modes are per board); none for an empty name.
+  std::optional<int64_t> mode(const std::string& name) {
+    std::optional<int64_t> id;
+    if (name.empty()) return id;
+    mode_id_.bind(1, std::string_view(board_kind_));
+    mode_id_.bind(2, std::string_view(name));
+    if (mode_id_.step(doing_)) id = mode_id_.column_int64(0);
+    mode_id_.reset();
+    return id;
+  }
+  detail::Statement insert(const char* sql) { return detail::Statement(db_.db, sql, db_.path); }
+  [[nodiscard]] const std::string& doing() const { return doing_; }
+
+ private:
+  Database::Impl& db_;
+  std::string board_kind_;
+  std::string doing_;
+  std::vector<int64_t> boards_;
+  detail::Statement mode_id_;
+};
+
 /// Exact NNLS for three unknowns: the best least-squares fit over every subset of columns
 /// whose solution is non-negative (2^3 small solves).
 std::optional<std::array<double, 3>> nnls3(std::span<const std::array<double, 3>> rows) {
@@ -325,41 +373,16 @@ int rebuild_paging_costs(Database& database, const std::string& board_kind) {
     s.energy_j += *r.gross_energy_j;
     ++s.count;
   }
-  auto& db = database.impl();
-  if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
-  db.ensure_batch();
-  const std::string doing = "cannot store the paging costs of board " + board_kind;
-  detail::Statement board_id(db.db, "SELECT id FROM boards WHERE kind = ?1 ORDER BY id", db.path);
-  board_id.bind(1, std::string_view(board_kind));
-  std::vector<int64_t> boards;
-  while (board_id.step(doing)) boards.push_back(board_id.column_int64(0));
-  if (boards.empty()) return 0;
-  detail::Statement clear(db.db, "DELETE FROM paging_costs WHERE board_id = ?1", db.path);
-  for (int64_t id : boards) {
-    clear.bind(1, id);
-    clear.run(doing);
-  }
-  // The mode's id under any board of the kind (modes are per board).
-  detail::Statement mode_id(db.db,
-                            "SELECT m.id FROM power_modes m JOIN boards b ON b.id = m.board_id "
-                            "WHERE b.kind = ?1 AND m.name = ?2 ORDER BY m.id LIMIT 1",
-                            db.path);
-  detail::Statement insert(
-      db.db,
+  DerivedRows out(database, board_kind, "paging_costs", "cannot store the paging costs of board " + board_kind);
+  if (out.empty()) return 0;
+  detail::Statement insert = out.insert(
       "INSERT INTO paging_costs (board_id, power_mode_id, storage, bytes, direction, latency_s, "
-      "bandwidth_bytes_per_s, energy_j_per_byte) VALUES (?1, ?7, 'default', ?2, ?3, ?4, ?5, ?6)",
-      db.path);
+      "bandwidth_bytes_per_s, energy_j_per_byte) VALUES (?1, ?7, 'default', ?2, ?3, ?4, ?5, ?6)");
   std::set<std::string> modes;
   for (const auto& [key, sum] : sums) modes.insert(std::get<0>(key));
   int written = 0;
   for (const std::string& mode : modes) {
-    std::optional<int64_t> mode_row;
-    if (!mode.empty()) {
-      mode_id.bind(1, std::string_view(board_kind));
-      mode_id.bind(2, std::string_view(mode));
-      if (mode_id.step(doing)) mode_row = mode_id.column_int64(0);
-      mode_id.reset();
-    }
+    const std::optional<int64_t> mode_row = out.mode(mode);
     for (const profiler::Phase phase : {profiler::Phase::kPageIn, profiler::Phase::kPageOut}) {
       auto in_group = [&](const auto& key) {
         return std::get<0>(key) == mode && std::get<1>(key) == static_cast<int>(phase);
@@ -372,7 +395,7 @@ int rebuild_paging_costs(Database& database, const std::string& board_kind) {
       for (const auto& [key, sum] : sums) {
         if (!in_group(key)) continue;
         const uint64_t bytes = std::get<2>(key);
-        insert.bind(1, boards.front());
+        insert.bind(1, out.board());
         insert.bind(2, bytes);
         insert.bind(3, std::string_view(phase == profiler::Phase::kPageIn ? "in" : "out"));
         insert.bind(4, fit->coef[0]);
@@ -380,17 +403,13 @@ int rebuild_paging_costs(Database& database, const std::string& board_kind) {
         insert.bind(6, sum.energy_j / sum.count / static_cast<double>(bytes));
         if (mode_row) insert.bind(7, *mode_row);
         else insert.bind_null(7);
-        insert.run(doing);
+        insert.run(out.doing());
         ++written;
       }
     }
   }
   return written;
 }
-
-}  // namespace ergon::costdb
-
-namespace ergon::costdb {
 
 int rebuild_link_costs(Database& database, const std::string& board_kind) {
   // (link, power mode, phase, bytes) -> summed time and net energy per transfer over the runs
@@ -414,30 +433,12 @@ int rebuild_link_costs(Database& database, const std::string& board_kind) {
       ++s.with_energy;
     }
   }
-  auto& db = database.impl();
-  if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
-  db.ensure_batch();
-  const std::string doing = "cannot store the link costs of board " + board_kind;
-  detail::Statement board_id(db.db, "SELECT id FROM boards WHERE kind = ?1 ORDER BY id", db.path);
-  board_id.bind(1, std::string_view(board_kind));
-  std::vector<int64_t> boards;
-  while (board_id.step(doing)) boards.push_back(board_id.column_int64(0));
-  if (boards.empty()) return 0;
-  detail::Statement clear(db.db, "DELETE FROM link_costs WHERE board_id = ?1", db.path);
-  for (int64_t id : boards) {
-    clear.bind(1, id);
-    clear.run(doing);
-  }
-  detail::Statement mode_id(db.db,
-                            "SELECT m.id FROM power_modes m JOIN boards b ON b.id = m.board_id "
-                            "WHERE b.kind = ?1 AND m.name = ?2 ORDER BY m.id LIMIT 1",
-                            db.path);
-  detail::Statement insert(
-      db.db,
+  DerivedRows out(database, board_kind, "link_costs", "cannot store the link costs of board " + board_kind);
+  if (out.empty()) return 0;
+  detail::Statement insert = out.insert(
       "INSERT INTO link_costs (board_id, power_mode_id, link, direction, bytes, time_s, latency_s, "
       "bandwidth_bytes_per_s, net_energy_j, energy_j_per_byte, runs) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-      db.path);
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
   std::set<std::tuple<std::string, std::string, int>> groups;
   for (const auto& [key, sum] : sums) groups.insert({std::get<0>(key), std::get<1>(key), std::get<2>(key)});
   int written = 0;
@@ -457,16 +458,10 @@ int rebuild_link_costs(Database& database, const std::string& board_kind) {
     const auto time_fit = fit_non_negative(times);
     if (!time_fit || time_fit->coef[1] <= 0) continue;
     const auto energy_fit = all_energy ? fit_non_negative(energies) : std::nullopt;
-    std::optional<int64_t> mode_row;
-    if (!mode.empty()) {
-      mode_id.bind(1, std::string_view(board_kind));
-      mode_id.bind(2, std::string_view(mode));
-      if (mode_id.step(doing)) mode_row = mode_id.column_int64(0);
-      mode_id.reset();
-    }
+    const std::optional<int64_t> mode_row = out.mode(mode);
     for (const auto& [key, sum] : sums) {
       if (!in_group(key)) continue;
-      insert.bind(1, boards.front());
+      insert.bind(1, out.board());
       if (mode_row) insert.bind(2, *mode_row);
       else insert.bind_null(2);
       insert.bind(3, std::string_view(link));
@@ -483,7 +478,7 @@ int rebuild_link_costs(Database& database, const std::string& board_kind) {
         insert.bind_null(10);
       }
       insert.bind(11, static_cast<int64_t>(sum.count));
-      insert.run(doing);
+      insert.run(out.doing());
       ++written;
     }
   }
