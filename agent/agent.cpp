@@ -562,15 +562,15 @@ class Agent {
       throw InputError("a transfer's phase must be link-send or link-receive");
     static thread_local proto::LinkData data;
     data.transfer = id;
-    for (uint32_t offset = 0; offset < bytes;) {
-      const auto n = std::min<uint32_t>(static_cast<uint32_t>(proto::kMaxLinkDataBytes), bytes - offset);
+    bool sent = true;
+    proto::for_each_link_frame(bytes, proto::kMaxLinkDataBytes, [&](uint32_t offset, uint32_t n, bool last) {
       data.offset = offset;
       data.fill(n);
       if (payload) std::copy_n(payload->data() + offset, n, data.data);
-      offset += n;
-      data.last = offset >= bytes;
-      if (!link.send(data)) throw DeviceError("link-send: the link broke");
-    }
+      data.last = last;
+      return sent = link.send(data);
+    });
+    if (!sent) throw DeviceError("link-send: the link broke");
     std::unique_lock lock(commands.m);
     if (!commands.cv.wait_for(lock, timeout,
                               [&] { return commands.acked_transfer == id || link.broken() || commands.stop || stop_; }) ||

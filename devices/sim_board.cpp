@@ -455,15 +455,13 @@ void SimBoard::exchange_transfer(const PlannedOp& op, std::vector<uint8_t>& out)
   }
   static thread_local proto::LinkData data;
   data.transfer = transfer;
-  for (uint32_t offset = 0; offset < bytes || bytes == 0;) {
-    const auto n = static_cast<uint32_t>(std::min<std::size_t>(proto::kMaxLinkDataBytes, bytes - offset));
+  proto::for_each_link_frame(bytes, proto::kMaxLinkDataBytes, [&](uint32_t offset, uint32_t n, bool last) {
     data.offset = offset;
     data.fill(n);
-    offset += n;
-    data.last = offset >= bytes;
+    data.last = last;
     send(data, out);
-    if (data.last) break;
-  }
+    return true;
+  });
 }
 
 void SimBoard::take_sample(int64_t t_ns, double power_w, std::vector<uint8_t>& out) {

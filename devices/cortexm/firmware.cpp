@@ -402,15 +402,14 @@ bool Firmware::transfer(const Op& op) {
     send(proto::LinkPull{.transfer = transfer_, .bytes = bytes});
   } else {
     proto::LinkFiller frame{.transfer = transfer_};
-    for (uint32_t offset = 0; offset < bytes;) {
-      const uint32_t rest = bytes - offset;
+    proto::for_each_link_frame(bytes, proto::kMaxLinkDataBytes, [&](uint32_t offset, uint32_t n, bool last) {
       frame.offset = offset;
-      frame.length = static_cast<uint16_t>(rest < proto::kMaxLinkDataBytes ? rest : proto::kMaxLinkDataBytes);
-      offset += frame.length;
-      frame.last = offset >= bytes;
+      frame.length = static_cast<uint16_t>(n);
+      frame.last = last;
       send(frame);
       service();  // samples and syncs keep flowing
-    }
+      return true;
+    });
   }
   const uint64_t since = hal_.clock.now_ticks();
   const uint64_t limit = us_to_ticks(op.dims[1] != 0 ? kRelayedTimeoutUs : kTransferTimeoutUs);

@@ -258,16 +258,14 @@ void RecordSession::send_link_data(const proto::LinkPull& pull, std::vector<uint
     sink_.event(clock_.now_ns(), "relay-mismatch",
                 "transfer " + std::to_string(pull.transfer) + ": " + std::to_string(relayed->size()) +
                     " bytes sent upstream, " + std::to_string(pull.bytes) + " pulled");
-  for (uint32_t offset = 0; offset < pull.bytes;) {
-    const uint32_t n = std::min<uint32_t>(pull.frame_bytes, pull.bytes - offset);
+  proto::for_each_link_frame(pull.bytes, pull.frame_bytes, [&](uint32_t offset, uint32_t n, bool last) {
     data.offset = offset;
     data.fill(n);
-    if (relayed && relayed->size() >= std::size_t{offset} + n)
-      std::copy_n(relayed->data() + offset, n, data.data);
-    offset += n;
-    data.last = offset >= pull.bytes;
+    if (relayed && relayed->size() >= std::size_t{offset} + n) std::copy_n(relayed->data() + offset, n, data.data);
+    data.last = last;
     send(data, out);
-  }
+    return true;
+  });
   stats_.link_bytes_sent += pull.bytes;
   if (relayed) options_.relay->erase(pull.transfer);
 }

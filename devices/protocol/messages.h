@@ -648,6 +648,23 @@ struct PhaseModes {
 /// Filler bytes a LinkData frame carries at most.
 inline constexpr std::size_t kMaxLinkDataBytes = kMaxPayloadBytes - 9;
 
+/// Byte `i` of a transfer's filler: never zero, so COBS adds one byte per 254.
+constexpr uint8_t link_filler_byte(uint32_t i) { return static_cast<uint8_t>(1 + i % 251); }
+
+/// The frames of a transfer of `bytes`, at most `frame_bytes` each: calls
+/// frame(offset, length, last) for each in order until it returns false. A transfer of 0
+/// bytes is one empty last frame, so the receiver always sees its end.
+template <class Frame>
+void for_each_link_frame(uint32_t bytes, uint32_t frame_bytes, Frame&& frame) {
+  uint32_t offset = 0;
+  do {
+    const uint32_t rest = bytes - offset;
+    const uint32_t n = rest < frame_bytes ? rest : frame_bytes;
+    if (!frame(offset, n, offset + n >= bytes)) return;
+    offset += n;
+  } while (offset < bytes);
+}
+
 /// The bytes of a link transfer (since v6), in either direction: device -> host as kLinkData
 /// while the board times a link-send, host -> device as kHostLinkData answering a LinkPull.
 /// `offset` counts the transfer's bytes before this frame; `last` ends the transfer. The
@@ -664,7 +681,7 @@ struct LinkDataOf {
   /// Fills `data` with the filler pattern for `n` bytes from `offset`.
   void fill(std::size_t n) {
     length = static_cast<uint16_t>(n);
-    for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<uint8_t>(1 + (offset + i) % 251);
+    for (std::size_t i = 0; i < n; ++i) data[i] = link_filler_byte(static_cast<uint32_t>(offset + i));
   }
   bool write(Writer& w) const {
     if (length > kMaxLinkDataBytes) return false;
@@ -700,7 +717,7 @@ struct LinkFiller {
     w.u32(transfer);
     w.u32(offset);
     w.u8(last ? 1 : 0);
-    for (uint32_t i = 0; i < length; ++i) w.u8(static_cast<uint8_t>(1 + (offset + i) % 251));
+    for (uint32_t i = 0; i < length; ++i) w.u8(link_filler_byte(offset + i));
     return w.ok();
   }
 };
