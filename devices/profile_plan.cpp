@@ -10,6 +10,25 @@ using profiler::Phase;
 
 bool is_microcontroller(const BoardProfile& board) { return board.ram_bytes < (1U << 20); }
 
+/// Shuffles the plan's entries with `seed`, so slow drifts do not line up with op kinds, and
+/// puts an idle window (op `idle_id`) first and an idle gap of a quarter of it after every
+/// window: the host gets idle power all along the run, and can track its drift. Each window
+/// then starts with `warmup_reps` untimed runs.
+void shuffle_between_idle(ProfilePlan& plan, uint32_t seed, uint32_t idle_id, uint32_t idle_us,
+                          uint16_t warmup_reps) {
+  std::mt19937 rng(seed);
+  std::shuffle(plan.ops.begin(), plan.ops.end(), rng);
+  plan.ops.insert(plan.ops.begin(), PlannedOp{.op_id = idle_id,
+                                              .shape = profiler::idle(idle_us),
+                                              .phase = Phase::kIdle,
+                                              .windows = 1});
+  for (auto& op : plan.ops) {
+    if (op.phase == Phase::kIdle) continue;
+    op.idle_after_us = idle_us / 4;
+    op.warmup_reps = warmup_reps;
+  }
+}
+
 }  // namespace
 
 ProfilePlan default_profile_plan(const BoardProfile& board, uint32_t seed) {
@@ -77,20 +96,8 @@ ProfilePlan default_profile_plan(const BoardProfile& board, uint32_t seed) {
                         .phase = Phase::kPageIn});
   }
 
-  std::mt19937 rng(seed);
-  std::shuffle(plan.ops.begin(), plan.ops.end(), rng);
-  // Idle windows between ops give the host idle power all along the run, so drift in idle
-  // power can be tracked. The plan begins with an idle window as well.
-  plan.ops.insert(plan.ops.begin(), PlannedOp{.op_id = next_id++,
-                                              .shape = profiler::idle(idle_us),
-                                              .phase = Phase::kIdle,
-                                              .windows = 1});
   // Each window follows an idle gap, so one untimed run first takes the cold-start cost.
-  for (auto& op : plan.ops) {
-    if (op.phase == Phase::kIdle) continue;
-    op.idle_after_us = idle_us / 4;
-    op.warmup_reps = 1;
-  }
+  shuffle_between_idle(plan, seed, next_id, idle_us, 1);
   return plan;
 }
 
@@ -107,14 +114,7 @@ ProfilePlan link_test_plan(const BoardProfile& board, uint32_t seed) {
   for (uint32_t bytes : sizes)
     for (const Phase phase : {Phase::kLinkSend, Phase::kLinkReceive})
       plan.ops.push_back({.op_id = next_id++, .shape = profiler::transfer(bytes), .phase = phase});
-  std::mt19937 rng(seed);
-  std::shuffle(plan.ops.begin(), plan.ops.end(), rng);
-  plan.ops.insert(plan.ops.begin(), PlannedOp{.op_id = next_id++,
-                                              .shape = profiler::idle(idle_us),
-                                              .phase = Phase::kIdle,
-                                              .windows = 1});
-  for (auto& op : plan.ops)
-    if (op.phase != Phase::kIdle) op.idle_after_us = idle_us / 4;
+  shuffle_between_idle(plan, seed, next_id, idle_us, 0);  // a transfer has no cold start to absorb
   return plan;
 }
 
