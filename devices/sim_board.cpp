@@ -383,10 +383,12 @@ void SimBoard::finish_segment(std::vector<uint8_t>& out) {
     warmup_ns_ += s.end_ns - s.begin_ns;
     warmup_energy_j_ += s.power_w * static_cast<double>(s.end_ns - s.begin_ns) * 1e-9;
   }
-  const bool relayed_receive = s.phase == Phase::kLinkReceive && s.wait_end_ns > s.begin_ns;
-  if (s.is_span && plan_[op_index_].shape.kind == profiler::OpKind::kTransfer && !relayed_receive &&
-      !(s.phase == Phase::kLinkReceive && plan_[op_index_].shape.dims[1] != 0))
-    exchange_transfer(plan_[op_index_], out);
+  // A relayed (tagged) link-receive sent its LinkPull when it began; any other transfer
+  // puts its bytes on the link now.
+  const PlannedOp& now_op = plan_[op_index_];
+  const bool relayed_receive = s.phase == Phase::kLinkReceive && now_op.shape.dims[1] != 0;
+  if (s.is_span && now_op.shape.kind == profiler::OpKind::kTransfer && !relayed_receive)
+    exchange_transfer(now_op, out);
   if (s.is_span) {
     proto::OpSpanMsg span;
     span.op_id = s.op_id;
