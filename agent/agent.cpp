@@ -175,7 +175,11 @@ class Agent {
   Agent(const AgentOptions& options, const std::atomic<bool>& stop)
       : options_(options), stop_(stop), runner_(options.scratch) {
     // Without --board the agent is a Linux host: no profile, its costs only what it measures.
-    kind_ = options.board.empty() ? BoardKind::kLinuxHost : board_named(options.board).kind;
+    if (!options.board.empty()) {
+      const BoardProfile board = board_named(options.board);
+      kind_ = board.kind;
+      board_type_ = board.name;
+    }
     if (!options.probe.empty() && options.probe != kNoProbe)
       probe_ = probes::open_probe(probes::parse_probe_spec(options.probe), 0, agent_clock());
   }
@@ -260,6 +264,7 @@ class Agent {
         char host[64] = {};
         ::gethostname(host, sizeof host - 1);
         proto::copy_text(hello.board_name, host);
+        proto::copy_text(hello.board_type, board_type_.c_str());
         proto::copy_text(hello.power_mode, current_power_mode(options_).c_str());
         if (probe_) {
           const auto& channels = probe_->info().channels;
@@ -801,6 +806,7 @@ class Agent {
   profiler::OpRunner runner_;
   std::unique_ptr<probes::Probe> probe_;
   BoardKind kind_ = BoardKind::kLinuxHost;
+  std::string board_type_;  ///< the descriptor it runs as (--board); empty for a Linux host
   bool running_ = false;  ///< guarded by Commands::m
   uint32_t next_transfer_ = 0;
   std::optional<proto::RunDone> last_done_;

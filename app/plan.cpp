@@ -158,8 +158,13 @@ BoardCosts board_costs(const PlanArgs& args) {
   const std::optional<devices::BoardProfile> board =
       known ? std::optional(devices::board_in_mode(*known, args.power_mode)) : std::nullopt;
   std::optional<app::MeasuredCostModel> measured;
+  // A descriptor's figures are whatever its author wrote (estimates until characterized):
+  // say which file they came from.
   const std::string profile =
-      board ? fmt::format("the published profile of {} ({})", args.board, board->power_mode) : std::string();
+      !board ? std::string()
+      : board->kind == devices::BoardKind::kDescribed
+          ? fmt::format("the figures of {}'s descriptor {} ({})", args.board, board->origin, board->power_mode)
+          : fmt::format("the published profile of {} ({})", args.board, board->power_mode);
   std::string source = "costs: " + profile;
   auto fall_back = [&](const std::string& why) {
     if (!board) throw InputError(why + "; board '" + args.board + "' has no published profile to fall back on");

@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/options.h"
 #include "cli/attribute_cmd.h"
 #include "devices/board_profile.h"
 
@@ -29,7 +30,8 @@ void add_attribute_commands(CLI::App& app, Commands& commands) {
   static CostsArgs costs;
   auto* costs_cmd = app.add_subcommand("costs", "print the attributed per-op costs");
   costs_cmd->add_option("--db", costs.db, "database file")->capture_default_str();
-  costs_cmd->add_option("--board", costs.board, "only this board kind: " + devices::board_names());
+  costs_cmd->add_option("--board", costs.board, "only this board kind: " + devices::board_names())
+      ->transform(board_name_or_file());
   costs_cmd->add_option("--run", costs.run, "only this run");
   costs_cmd->add_option("--power-mode", costs.power_mode, "only runs in this power mode");
   costs_cmd->add_flag("--json", costs.json, "print as JSON");

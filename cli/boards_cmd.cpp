@@ -5,7 +5,42 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "common/units.h"
+#include "devices/board_file.h"
+#include "devices/board_profile.h"
+
 namespace ergon::cli {
+
+int run_known_boards(const BoardsArgs& args, std::ostream& out) {
+  const auto boards = devices::board_profiles();
+  const auto problems = devices::board_file_problems();
+  if (args.json) {
+    nlohmann::json j = {{"boards", nlohmann::json::array()}, {"problems", problems}};
+    for (const auto& b : boards) {
+      nlohmann::json modes = nlohmann::json::array();
+      for (const auto& m : b.power_modes) modes.push_back(m.name);
+      j["boards"].push_back({{"name", b.name},
+                             {"description", b.description},
+                             {"cpu", b.cpu},
+                             {"cores", b.cores},
+                             {"ram_bytes", b.ram_bytes},
+                             {"power_modes", modes},
+                             {"origin", b.origin}});
+    }
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << fmt::format("{:<12} {:<12} {:>5} {:>10}  {:<28} {}\n", "board", "cpu", "cores", "RAM", "power modes", "from");
+  for (const auto& b : boards)
+    out << fmt::format("{:<12} {:<12} {:>5} {:>10}  {:<28} {}\n", b.name, b.cpu, b.cores, format_bytes(b.ram_bytes),
+                       devices::power_mode_names(b), b.origin);
+  for (const auto& p : problems) out << "not loaded: " << p << "\n";
+  out << "board folders: ";
+  const auto dirs = devices::board_search_dirs();
+  for (std::size_t i = 0; i < dirs.size(); ++i) out << (i ? ", " : "") << dirs[i].string();
+  out << "\n";
+  return 0;
+}
 
 int run_boards(const BoardsArgs& args, devices::UsbDeviceSource& source, std::ostream& out) {
   const auto found = devices::discover_boards(source, args.sysfs, args.all);

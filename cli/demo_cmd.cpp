@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/options.h"
 #include "cli/attribute_cmd.h"
 #include "cli/plan_cmd.h"
 #include "cli/record_status.h"
@@ -34,7 +35,7 @@ struct DemoArgs {
 int run_demo(const DemoArgs& a) {
   std::vector<devices::BoardProfile> boards;
   if (a.boards.empty()) {
-    boards = devices::board_profiles();
+    boards = devices::builtin_boards();
   } else {
     for (const auto& name : a.boards) boards.push_back(devices::board_named(name));
   }
@@ -132,7 +133,8 @@ void add_demo_command(CLI::App& app, Commands& commands) {
   auto* demo_cmd = app.add_subcommand(
       "demo", "simulate every board on a pseudo-terminal and record it into a database");
   demo_cmd->add_option("--db", demo.db, "database file")->capture_default_str();
-  demo_cmd->add_option("--board", demo.boards, "boards to simulate (default: all)");
+  demo_cmd->add_option("--board", demo.boards, "boards to simulate, by name or descriptor file (default: the built-in four)")
+      ->transform(board_name_or_file());
   demo_cmd->add_option("--speed", demo.speed, "simulated seconds per wall second")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

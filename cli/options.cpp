@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/error.h"
 #include "devices/board_profile.h"
 
 namespace ergon::cli {
@@ -28,6 +29,22 @@ CLI::Validator number_at_least(bool zero_allowed) {
 
 }  // namespace
 
+CLI::Validator board_name_or_file() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        // A descriptor file becomes its board's name: the rest of the command (and the
+        // database) knows boards by name, and the file's board stays known by it.
+        if (text.find('/') == std::string::npos && !text.ends_with(".json")) return {};
+        try {
+          text = devices::board_named(text).name;
+        } catch (const InputError& e) {
+          return e.what();
+        }
+        return {};
+      },
+      "NAME|FILE");
+}
+
 void add_graph_source(CLI::App& cmd, app::PlanArgs& args, bool graph_file) {
   cmd.add_option("--model", args.model, "zoo model (see ergon models)");
   cmd.add_option("--onnx", args.onnx_file, "forward graph from an ONNX file (PyTorch export)");
@@ -45,7 +62,8 @@ void add_board_and_mode(CLI::App& cmd, app::PlanArgs& args, const std::string& p
   args.board.clear();  // the command fills it (app::fill_defaults)
   cmd.add_option("--board", args.board,
                  "board whose costs to use: " + devices::board_names() +
-                     " (default: the only board with costs in --db, else pi4)");
+                     ", or a descriptor file (default: the only board with costs in --db, else pi4)")
+      ->transform(board_name_or_file());
   cmd.add_option("--power-mode", args.power_mode, power_mode_help);
 }
 

@@ -7,12 +7,17 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace ergon::cli {
 
 /// --model, --onnx, --onnx-input, --batch (positive); --graph too unless `graph_file` is false.
 void add_graph_source(CLI::App& cmd, app::PlanArgs& args, bool graph_file = true);
+/// Checks a --board value: a descriptor file (a path, or NAME.json) is loaded, and the value
+/// becomes its board's name; a name passes as it is (the command says when it is unknown).
+/// An InputError for a file that does not load propagates as the command's one-line error.
+CLI::Validator board_name_or_file();
 /// --board and --power-mode (`power_mode_help` says what the command does with a mode).
 void add_board_and_mode(CLI::App& cmd, app::PlanArgs& args, const std::string& power_mode_help);
 /// --budget and --deadline.

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 
+#include "cli/options.h"
 #include "cli/commands.h"
 #include "cli/pipeline_cmd.h"
 #include "devices/board_profile.h"
@@ -37,9 +38,10 @@ void add_pipeline_command(CLI::App& app, Commands& commands) {
   c->add_option("--batch", args.batch, "samples per micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
   c->add_option("--boards", args.boards,
                 "the boards in pipeline order, e.g. pi4,pi4,tx2 (" + devices::board_names() +
-                    ", or a board with measured costs in --db)")
+                    ", a descriptor file, or a board with measured costs in --db)")
       ->required()
-      ->delimiter(',');
+      ->delimiter(',')
+      ->transform(board_name_or_file());
   c->add_option("--links", args.links,
                 "the link after each board but the last: ethernet, usb-cdc, uart-115200, uart-1m (default: "
                 "ethernet between Linux boards, uart-1m to a microcontroller)")

@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/options.h"
 #include "app/board_costs.h"
 #include "app/quantities.h"
 #include "app/step_plans.h"
@@ -51,7 +52,9 @@ void add_record_command(CLI::App& app, Commands& commands) {
   rec_cmd->add_option("--port", rec.ports, "serial device, pty path or tcp:HOST:PORT (repeatable)")
       ->required();
   rec_cmd->add_option("--board", rec_board,
-                      "expected board (" + devices::board_names() + "); the board's Hello wins");
+                      "expected board (" + devices::board_names() +
+                          ", or a descriptor file); the board's Hello wins")
+      ->transform(board_name_or_file());
   rec_cmd->add_option("--db", rec_db, "database file")->capture_default_str();
   rec_cmd->add_option("--duration", rec_duration_text,
                       "stop after this long: 60, 60s, 500ms, 2m (loops the plan)");

@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/options.h"
 #include "cli/record_status.h"
 #include "devices/board_profile.h"
 #include "devices/link_profile.h"
@@ -73,7 +74,8 @@ void add_sim_command(CLI::App& app, Commands& commands) {
   static SimArgs sim;
   auto* sim_cmd = app.add_subcommand(
       "sim", "run a simulated board on a pseudo-terminal or TCP port (prints its path)");
-  sim_cmd->add_option("--board", sim.board, "board: " + devices::board_names())
+  sim_cmd->add_option("--board", sim.board, "board: " + devices::board_names() + ", or a descriptor file")
+      ->transform(board_name_or_file())
       ->capture_default_str();
   auto* pty_flag = sim_cmd->add_flag("--pty", sim.pty, "serve on a pseudo-terminal (default)");
   sim_cmd->add_option("--tcp", sim.tcp_port, "serve on 127.0.0.1:PORT (0: any free port)")

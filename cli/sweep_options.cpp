@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "cli/options.h"
 #include "cli/sweep_cmd.h"
 #include "devices/board_profile.h"
 
@@ -21,7 +22,9 @@ void add_sweep_command(CLI::App& app, Commands& commands) {
   static bool sweep_json = false;
   auto* sweep_cmd = app.add_subcommand(
       "sweep", "record the board's profile plan in each power mode and print the energy/time curve");
-  sweep_cmd->add_option("--board", sweep_args.board, "board: " + devices::board_names())->capture_default_str();
+  sweep_cmd->add_option("--board", sweep_args.board, "board: " + devices::board_names() + ", or a descriptor file")
+      ->capture_default_str()
+      ->transform(board_name_or_file());
   sweep_cmd->add_option("--modes", sweep_args.modes, "all, or a comma-separated list of the board's modes")
       ->capture_default_str();
   sweep_cmd->add_flag("--sim", sweep_args.sim, "a simulated board in this process, set to each mode in turn");

@@ -47,7 +47,8 @@ void add_validate_command(CLI::App& app, Commands& commands) {
     c->add_option("--pipeline", pipeline_boards,
                   "validate a pipeline over these boards instead (as ergon pipeline --validate): "
                   "--budget is then per board (bytes, or a percentage of its RAM; default: its RAM)")
-        ->delimiter(',');
+        ->delimiter(',')
+        ->transform(board_name_or_file());
     c->add_option("--microbatches", pipeline_output_microbatches, "with --pipeline: micro-batches per batch")
         ->capture_default_str()
         ->check(CLI::PositiveNumber);

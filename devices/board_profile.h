@@ -18,11 +18,15 @@ using protocol::BoardKind;
 /// frequency) and what it does to compute: ops run `speed` times as fast and draw
 /// `dynamic_power` times the dynamic power (idle power and paging are unchanged).
 struct PowerMode {
-  std::string_view name;
-  std::string_view description;
+  std::string name;
+  std::string description;
   double speed = 1;
   double dynamic_power = 1;
+  /// What the board's mode control sets for it (BoardProfile::mode_control): a cpufreq
+  /// ceiling in kHz, an nvpmodel mode id, a power limit in watts; empty when there is none.
+  std::string setting;
 };
+
 
 /// What a simulated board does that its published figures do not say: the simulator's truth
 /// model (devices/truth_model.h; each effect, its figures and their sources in
@@ -59,8 +63,12 @@ struct SimTruth {
 /// exist; the rest (idle power, noise, drift) are typical values for such boards.
 struct BoardProfile {
   BoardKind kind = BoardKind::kUnknown;
-  std::string_view name;         ///< CLI name: tx2, pi4, nrf52840, mkr1000
-  std::string_view description;
+  std::string name;         ///< CLI name: tx2, pi4, nrf52840, mkr1000, or a descriptor's
+  std::string description;
+  std::string cpu;               ///< "Cortex-A72"
+  std::string storage;           ///< what pages go to: "microSD card", "eMMC"
+  /// Where the figures came from: "built-in boards/pi4.json" or a descriptor file's path.
+  std::string origin;
   uint64_t tick_hz = 0;          ///< device timestamp rate
   uint64_t ram_bytes = 0;
   uint32_t firmware_version = 0;
@@ -86,11 +94,16 @@ struct BoardProfile {
   double power_jitter = 0;       ///< relative spread of true power between windows
   double shunt_noise_v = 0;      ///< sensor noise (1 sigma) on the shunt voltage
   probes::Ina219Config ina219;
-  std::string_view rail_name;
+  std::string rail_name;
+  /// How an agent on the board reads its power (`ergon-agent --probe`); empty when the
+  /// firmware's own driver does.
+  std::string probe_spec;
+  /// How its power modes are set: "cpufreq", "nvpmodel", "nvml" or "none".
+  std::string mode_control = "none";
   /// The power modes the board offers, its default (the profile's figures) first.
   std::vector<PowerMode> power_modes;
   /// The mode the figures above describe (in_mode() sets it).
-  std::string_view power_mode;
+  std::string power_mode;
   /// How long a change of mode takes, the board idling meanwhile: what switching per phase
   /// of an iteration costs (cpufreq: the CPU's transition latency; nvpmodel: cores
   /// hot-plugged and clocks set by a process).
@@ -110,14 +123,25 @@ std::optional<BoardProfile> in_mode(const BoardProfile& board, std::string_view 
 /// "1500MHz, 1000MHz, 600MHz": the board's mode names, for messages.
 std::string power_mode_names(const BoardProfile& board);
 
-/// All simulated boards, in CLI order.
-const std::vector<BoardProfile>& board_profiles();
-/// Looks a board up by CLI name (tx2, pi4, nrf52840, mkr1000); nullopt when unknown.
+/// Every board this process knows, in CLI order: the built-in descriptors (tx2, pi4,
+/// nrf52840, mkr1000), then those of the user folders (board_search_dirs(); one of a built-in
+/// board's name replaces it), then files loaded by path.
+std::vector<BoardProfile> board_profiles();
+/// The built-in boards alone (tx2, pi4, nrf52840, mkr1000), as the binary was built.
+std::vector<BoardProfile> builtin_boards();
+/// One line per user-folder descriptor that did not load, naming its file and field.
+std::vector<std::string> board_file_problems();
+/// Looks a board up by CLI name, or loads a descriptor file when `name` is a path (has a '/'
+/// or ends in .json; the board is then known by its name for the rest of the process);
+/// nullopt when unknown. InputError for a file that does not load, or for a name whose user
+/// file did not.
 std::optional<BoardProfile> find_board(std::string_view name);
+/// A built-in kind's board; nullopt for kUnknown, kDescribed and the rest.
 std::optional<BoardProfile> find_board(BoardKind kind);
 /// "tx2, pi4, nrf52840, mkr1000", for error messages and --help.
 std::string board_names();
-/// find_board(name), or InputError "unknown board 'NAME' (known: tx2, pi4, ...)".
+/// find_board(name), or InputError "unknown board 'NAME' (known: tx2, pi4, ...; or a
+/// descriptor file)".
 BoardProfile board_named(std::string_view name);
 /// in_mode(board, mode) (the board as it is for an empty mode), or InputError "board pi4 has
 /// no power mode 'MODE' (it has ...)".

@@ -91,6 +91,7 @@ void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
       hello.ram_bytes = static_cast<uint32_t>(std::min<uint64_t>(board_.ram_bytes, UINT32_MAX));
       const std::string name = std::string(board_.name) + "-sim";
       proto::copy_text(hello.board_name, name.c_str());
+      proto::copy_text(hello.board_type, board_.name.c_str());
       // Measured by an external logger: no rail of its own.
       proto::copy_text(hello.power_mode, std::string(board_.power_mode).c_str());
       hello.rail_count = logger_ ? 0 : 1;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/error.h"
+#include "devices/board_file.h"
+
 namespace ergon::devices {
 namespace {
 
@@ -271,8 +274,9 @@ void RecordSession::send_link_data(const proto::LinkPull& pull, std::vector<uint
 }
 
 void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out) {
-  // v6 added link transfers only: a v5 board records everything else as before.
-  if (msg.protocol_version != proto::kProtocolVersion && msg.protocol_version != 5) {
+  // v6 added link transfers, v7 the descriptor a board runs as: a v5 or v6 board records
+  // everything else as before.
+  if (msg.protocol_version > proto::kProtocolVersion || msg.protocol_version < 5) {
     return fail(SessionState::kFailed,
                 source_ + " speaks protocol v" + std::to_string(msg.protocol_version) +
                     ", this ergon speaks v" + std::to_string(proto::kProtocolVersion));
@@ -289,6 +293,26 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
   BoardHello hello;
   hello.kind = msg.board_kind;
   hello.kind_name = kind_name(msg.board_kind);
+  std::optional<BoardProfile> described;
+  if (msg.board_kind == BoardKind::kDescribed) {
+    // A board a descriptor describes: the host must know that descriptor by its name.
+    const std::string type = msg.board_type;
+    if (options_.expected_board && options_.expected_board->name == type) {
+      described = options_.expected_board;
+    } else {
+      try {
+        if (!type.empty()) described = find_board(type);
+      } catch (const InputError& e) {
+        return fail(SessionState::kFailed, source_ + " is a '" + type + "' board: " + e.what());
+      }
+    }
+    if (!described)
+      return fail(SessionState::kFailed,
+                  source_ + " is a '" + type + "' board, and no board file of that name is known here: pass --board " +
+                      (type.empty() ? std::string("FILE") : type + ".json") + " or put it in " +
+                      (board_search_dirs().empty() ? std::string("a board folder") : board_search_dirs().back().string()));
+    hello.kind_name = described->name;
+  }
   hello.name = msg.board_name;
   hello.firmware_version = msg.firmware_version;
   hello.protocol_version = msg.protocol_version;
@@ -309,7 +333,7 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
     send_sync(out);
     return;
   }
-  std::optional<BoardProfile> profile = find_board(msg.board_kind);
+  std::optional<BoardProfile> profile = described ? described : find_board(msg.board_kind);
   std::string mismatch;
   if (msg.board_kind == BoardKind::kLinuxHost) {
     // A Linux host says what it is: its runs are a host's whatever --board expected (an
@@ -325,7 +349,7 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
                                              " did not say what board it is; pass --board (" +
                                              board_names() + ")");
     hello.kind_name = std::string(profile->name);
-  } else if (options_.expected_board && options_.expected_board->kind != profile->kind) {
+  } else if (options_.expected_board && options_.expected_board->name != profile->name) {
     mismatch = "--board said " + std::string(options_.expected_board->name) +
                " but the board says it is " + hello.kind_name + "; recording it as " +
                hello.kind_name;
@@ -368,9 +392,10 @@ void RecordSession::on_mode_set(const proto::PowerModeSet& answer, std::vector<u
 void RecordSession::begin(BoardHello hello, const std::string& warning, std::vector<uint8_t>& out) {
   // on_hello resolved the profile (the Hello's kind, else --board) and failed without one,
   // but for a Linux host: its plan is a Linux board's, sized by the RAM it declares.
-  std::optional<BoardProfile> profile = find_board(hello.kind);
+  std::optional<BoardProfile> profile =
+      hello.kind == BoardKind::kDescribed ? find_board(hello.kind_name) : find_board(hello.kind);
   if (!profile && hello.kind != BoardKind::kLinuxHost) profile = options_.expected_board;
-  if (!profile) profile = BoardProfile{.kind = hello.kind, .name = kLinuxHostKindName, .ram_bytes = hello.ram_bytes};
+  if (!profile) profile = BoardProfile{.kind = hello.kind, .name = std::string(kLinuxHostKindName), .ram_bytes = hello.ram_bytes};
   hello_ = std::move(hello);
   plan_ = options_.plan        ? *options_.plan
           : options_.link_test ? link_test_plan(*profile, options_.seed)

@@ -35,6 +35,9 @@ enum class BoardKind : uint8_t {
   /// A Linux computer running ergon-agent with no board declared (--board): it has no
   /// published profile, so what it costs is only what is measured on it.
   kLinuxHost = 6,
+  /// A board a descriptor file describes (docs/boards.md): its Hello's board_type names the
+  /// descriptor (since v7).
+  kDescribed = 7,
 };
 
 struct RailInfo {
@@ -59,6 +62,9 @@ struct Hello {
   /// real board; a simulator paced at k simulated seconds per second says 1000 k; 0: its
   /// time is not paced to real time at all (a simulator running as fast as it can).
   uint32_t time_scale_milli = 1000;
+  /// The descriptor the board runs as (since v7): its name among the host's board files
+  /// (docs/boards.md). Needed for kDescribed; a built-in kind may say its own name.
+  char board_type[kNameBytes + 1] = {};
 
   bool write(Writer& w) const {
     w.u16(protocol_version);
@@ -75,6 +81,7 @@ struct Hello {
     }
     w.text(power_mode, kNameBytes);
     w.u32(time_scale_milli);
+    w.text(board_type, kNameBytes);
     return w.ok();
   }
   bool read(Reader& r) {
@@ -93,6 +100,7 @@ struct Hello {
     r.text(power_mode, kNameBytes);
     // A Hello of another version ends the session on its version alone: read what it has.
     time_scale_milli = protocol_version >= 5 ? r.u32() : 1000;
+    if (protocol_version >= 7) r.text(board_type, kNameBytes);
     return r.ok() && tick_hz != 0;
   }
 };

@@ -127,5 +127,16 @@ TEST(Boards, ABoardWithoutItsTtyAndAMachineWithoutUsbGetClearMessages) {
   EXPECT_EQ(devices::discover_boards(usb, "/nonexistent-sysfs").size(), 1U);
 }
 
+TEST(BoardsCommand, KnownListsEveryDescriptorAndWhereItComesFrom) {
+  std::ostringstream out;
+  EXPECT_EQ(run_known_boards(BoardsArgs{.known = true}, out), 0);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("pi4          Cortex-A72       4   4.00 GiB  1500MHz, 1000MHz, 600MHz     built-in boards/pi4.json"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mkr1000"), std::string::npos);
+  EXPECT_NE(text.find("board folders: "), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ergon::cli

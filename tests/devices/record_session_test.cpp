@@ -217,5 +217,42 @@ TEST(RecordSession, BoardMismatchIsRecordedAsTheBoardSaysWithAWarning) {
   EXPECT_TRUE(has_event(h.sink.events, "--board said tx2"));
 }
 
+TEST(RecordSession, ABoardFromADescriptorFileIsRecordedUnderItsName) {
+  const auto file = std::string(ERGON_TEST_DATA_DIR) + "/../../boards/examples/pi5.json";
+  const BoardProfile pi5 = *find_board(file);
+  RecordOptions options;
+  options.plan = one_linear_plan();
+  Harness h(pi5, options);
+  h.run(60);
+  ASSERT_EQ(h.session.state(), SessionState::kCompleted) << h.session.error();
+  EXPECT_EQ(h.sink.hello.kind, BoardKind::kDescribed);
+  EXPECT_EQ(h.sink.hello.kind_name, "pi5");
+  EXPECT_EQ(h.sink.hello.power_mode, "2400MHz");
+  EXPECT_FALSE(h.sink.spans.empty());
+}
+
+TEST(RecordSession, ABoardWhoseDescriptorTheHostLacksIsRefusedWithWhereToPutIt) {
+  BoardProfile stranger = *find_board("pi4");
+  stranger.kind = BoardKind::kDescribed;
+  stranger.name = "orin-nano";
+  RecordOptions options;
+  options.plan = one_linear_plan();
+  Harness h(stranger, options);
+  h.run(5);
+  ASSERT_EQ(h.session.state(), SessionState::kFailed);
+  EXPECT_NE(h.session.error().find("is a 'orin-nano' board, and no board file of that name is known here: pass "
+                                   "--board orin-nano.json or put it in"),
+            std::string::npos)
+      << h.session.error();
+
+  // Told what it is (ergon record --board FILE), the host records it.
+  RecordOptions told = options;
+  told.expected_board = stranger;
+  Harness known(stranger, told);
+  known.run(60);
+  ASSERT_EQ(known.session.state(), SessionState::kCompleted) << known.session.error();
+  EXPECT_EQ(known.sink.hello.kind_name, "orin-nano");
+}
+
 }  // namespace
 }  // namespace ergon::devices

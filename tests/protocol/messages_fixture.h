@@ -20,6 +20,7 @@ inline Hello sample_hello() {
   std::strcpy(h.rails[0].name, "5V");
   h.rails[1].id = 3;
   std::strcpy(h.rails[1].name, "VDD_GPU_SOC_LNG");  // exactly 15 characters
+  std::strcpy(h.board_type, "pi4");
   return h;
 }
 

@@ -101,6 +101,7 @@ TEST(Messages, EveryMessageRoundTripsWithAllFields) {
   ASSERT_EQ(h.rail_count, 2);
   EXPECT_EQ(h.rails[1].id, 3);
   EXPECT_STREQ(h.rails[1].name, "VDD_GPU_SOC_LNG");
+  EXPECT_STREQ(h.board_type, "pi4");
 
   const OpSpanMsg s = round_trip(sample_span());
   EXPECT_EQ(s.op_id, 42U);
@@ -250,6 +251,22 @@ TEST(Messages, ParsersRejectShortLongAndOutOfRangePayloads) {
   PowerBatch out;
   Frame bf{.type = MsgType::kPowerBatch, .payload = bp[0].data(), .payload_size = bp[0].size()};
   EXPECT_FALSE(parse_message(bf, out));
+}
+
+TEST(Messages, AHelloOfV6HasNoBoardTypeAndStillReads) {
+  // A v6 board's Hello ends after time_scale_milli: the host reads it without a board type.
+  Hello v6 = sample_hello();
+  v6.protocol_version = 6;
+  uint8_t payload[256];
+  Writer w(payload, sizeof payload);
+  ASSERT_TRUE(v6.write(w));
+  const std::size_t without_type = w.size() - kNameBytes;
+  Reader r(payload, without_type);
+  Hello read;
+  ASSERT_TRUE(read.read(r));
+  EXPECT_EQ(read.protocol_version, 6);
+  EXPECT_STREQ(read.board_type, "");
+  EXPECT_EQ(read.time_scale_milli, v6.time_scale_milli);
 }
 
 TEST(Encoder, RefusesPayloadsLargerThanAFrameAndBuffersTooSmall) {
