@@ -147,6 +147,16 @@ constexpr KindName kKinds[] = {{"tx2", BoardKind::kJetsonTx2},
                                {"mkr1000", BoardKind::kMkr1000},
                                {"described", BoardKind::kDescribed}};
 
+/// "\"text\"" (GCC 12 at -O3 warns falsely on "\"" + std::string(...)).
+std::string quoted(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out.push_back('"');
+  out.append(text);
+  out.push_back('"');
+  return out;
+}
+
 std::string kind_choices() {
   std::string out;
   for (const auto& k : kKinds) out += (out.empty() ? "" : ", ") + std::string(k.name);
@@ -224,7 +234,7 @@ BoardProfile parse_board_descriptor(std::string_view json_text, const std::strin
   }
   ObjectReader r(doc, "", origin);
   const std::string schema = r.text("schema");
-  if (schema != kBoardSchema) r.fail("schema", "\"" + std::string(kBoardSchema) + "\"", schema);
+  if (schema != kBoardSchema) r.fail("schema", quoted(kBoardSchema), schema);
 
   BoardProfile b;
   b.origin = origin;
