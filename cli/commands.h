@@ -52,6 +52,7 @@ void add_probe_commands(CLI::App& app, Commands& commands);
 void add_boards_command(CLI::App& app, Commands& commands);
 void add_power_mode_command(CLI::App& app, Commands& commands);
 void add_sweep_command(CLI::App& app, Commands& commands);
+void add_characterize_command(CLI::App& app, Commands& commands);
 void add_pipeline_command(CLI::App& app, Commands& commands);
 void add_report_command(CLI::App& app, Commands& commands);
 /// `argc` and `argv` go to Qt when the dashboard opens a window.

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   add_boards_command(app, commands);
   add_power_mode_command(app, commands);
   add_sweep_command(app, commands);
+  add_characterize_command(app, commands);
   add_pipeline_command(app, commands);
   add_report_command(app, commands);
   add_dashboard_command(app, commands, argc, argv);
