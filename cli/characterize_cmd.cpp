@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -60,11 +61,15 @@ class ProgressLine {
       std::cerr << "\r\033[K" << line << std::flush;
       open_ = true;
       if (p.step != Step::kRecording) finish();
-    } else if (p.step != Step::kRecording || last_step_ != Step::kRecording || p.windows_done == 0) {
-      if (p.step != Step::kRecording || !announced_recording_) std::cerr << line << "\n";
-      announced_recording_ = p.step == Step::kRecording;
+    } else if (p.step != Step::kRecording) {
+      std::cerr << line << "\n";
+      quarter_ = -1;
+    } else {
+      // Not a terminal (a log): a line at the start and at each quarter of the windows.
+      const int quarter = p.windows_total ? static_cast<int>(4 * p.windows_done / p.windows_total) : 0;
+      if (quarter > quarter_) std::cerr << line << "\n";
+      quarter_ = std::max(quarter_, quarter);
     }
-    last_step_ = p.step;
   }
   void finish() {
     if (open_) std::cerr << "\n";
@@ -74,8 +79,7 @@ class ProgressLine {
  private:
   bool tty_;
   bool open_ = false;
-  bool announced_recording_ = false;
-  app::CharacterizeProgress::Step last_step_ = app::CharacterizeProgress::Step::kFitting;
+  int quarter_ = -1;  ///< the last quarter of a mode's windows logged
 };
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
