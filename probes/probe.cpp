@@ -12,6 +12,7 @@
 #include "probes/ina2xx.h"
 #include "probes/mcp2221.h"
 #include "probes/nvml.h"
+#include "probes/sigrok_probe.h"
 #include "probes/sim_ina2xx.h"
 #include "probes/sysfs_probes.h"
 #include "probes/tegrastats_probe.h"
@@ -112,9 +113,10 @@ ProbeSpec parse_probe_spec(std::string_view text) {
   const bool sim = spec.kind == "sim";
   const bool tegrastats = spec.kind == "tegrastats" || spec.kind == "ina3221" ||
                           spec.kind == "rapl" || spec.kind == "nvml";
-  if (!sim && !tegrastats && !ina2xx_chip_from_name(spec.kind))
+  const bool sigrok = spec.kind == "sigrok";
+  if (!sim && !tegrastats && !sigrok && !ina2xx_chip_from_name(spec.kind))
     throw fail("unknown kind '" + spec.kind +
-               "' (ina219, ina226, ina260, ina3221, tegrastats, rapl, nvml, sim)");
+               "' (ina219, ina226, ina260, ina3221, tegrastats, rapl, nvml, sigrok, sim)");
   bool first = true;
   while (!rest.empty() || first) {
     const auto comma = rest.find(',');
@@ -125,6 +127,14 @@ ProbeSpec parse_probe_spec(std::string_view text) {
       if (tegrastats) {
         // tegrastats: the program; ina3221, rapl: a sysfs directory (default: the first found).
         spec.bus = !item.empty() ? std::string(item) : spec.kind == "tegrastats" ? "tegrastats" : "";
+        continue;
+      }
+      if (sigrok) {
+        // DRIVER[@CONN]: the connection may hold anything but a comma (/dev/ttyUSB0, a USB address).
+        const auto at = item.find('@');
+        spec.bus = std::string(item.substr(0, at));
+        if (spec.bus.empty()) throw fail("sigrok: needs a libsigrok driver (sigrok:demo, sigrok:rdtech-um@/dev/ttyUSB0)");
+        if (at != std::string_view::npos) spec.options["conn"] = std::string(item.substr(at + 1));
         continue;
       }
       if (sim) {
@@ -152,6 +162,19 @@ ProbeSpec parse_probe_spec(std::string_view text) {
     const auto eq = item.find('=');
     if (eq == std::string_view::npos) throw fail("'" + std::string(item) + "' is not key=value");
     const std::string key(trim(item.substr(0, eq)));
+    if (sigrok) {
+      // Channel names and the rail's name are text; the rest numbers.
+      static const char* const kSigrokKeys[] = {"voltage", "current", "power", "rail", "rate", "bus"};
+      bool known = false;
+      for (const char* k : kSigrokKeys) known = known || key == k;
+      if (!known) throw fail("unknown option '" + key + "' (sigrok: voltage, current, power, rail, rate, bus)");
+      const std::string value(trim(item.substr(eq + 1)));
+      if ((key == "rate" || key == "bus") && !to_number(value))
+        throw fail("option " + key + " needs a number, not '" + value + "'");
+      if (value.empty()) throw fail("option " + key + " needs a value");
+      spec.options[key] = value;
+      continue;
+    }
     static const char* const kKeys[] = {"shunt",   "max", "lsb",   "range",   "brng",
                                         "current", "bus", "noise", "interval"};
     bool known = false;
@@ -192,6 +215,7 @@ std::unique_ptr<Probe> open_probe(const ProbeSpec& spec, double rate_hz, const C
     if (ina) return open_ina3221(found.front(), interval_s, clock);
     return open_rapl(found, interval_s > 0 ? interval_s : 0.1, clock);
   }
+  if (spec.kind == "sigrok") return open_sigrok_probe(spec, rate_hz, clock);
   if (spec.kind == "tegrastats") {
     // tegrastats prints a line per interval; --rate sets it (default: 100 ms).
     const double interval_ms = rate_hz > 0 ? 1000.0 / rate_hz : option("interval", 100);

@@ -13,6 +13,7 @@ packages=(
   coinor-libcbc-dev libeigen3-dev     # MILP solver (planner), linear algebra
   libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX model import
   libusb-1.0-0-dev                    # USB-I2C bridges (MCP2221A), USB discovery
+  libsigrok-dev sigrok-cli libzip-dev # sigrok: probes (its demo driver in CI), .sr session export, read back by sigrok-cli
   g++-aarch64-linux-gnu               # ergon-agent for 64-bit Arm boards (preset arm64-agent)
   qemu-user                           # runs that arm64 ergon-agent in CI (scripts/check_arm64_agent.sh)
   gcc-arm-none-eabi libnewlib-arm-none-eabi libstdc++-arm-none-eabi-newlib  # Cortex-M firmware
