@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <thread>
 
+#include "app/sigrok_export.h"
 #include "common/error.h"
 #include "costdb/database.h"
 
@@ -70,10 +72,16 @@ void add_database_commands(CLI::App& app, Commands& commands) {
   auto* upgrade_cmd = app.add_subcommand("upgrade", "migrate a database made by an older ergon to this one's schema");
   upgrade_cmd->add_option("--db", upgrade_db, "database file")->required()->check(CLI::ExistingFile);
 
-  auto* export_cmd = app.add_subcommand("export", "write a run's raw data as CSV files");
+  static std::string export_sigrok_file;
+  auto* export_cmd = app.add_subcommand(
+      "export", "write a run's raw data as CSV files, or as a sigrok session file for PulseView and sigrok-cli");
   export_cmd->add_option("--db", export_db, "database file")->capture_default_str();
   export_cmd->add_option("--run", export_run, "run id (see ergon runs)")->required();
-  export_cmd->add_option("--csv", export_dir, "output folder")->required();
+  auto* csv = export_cmd->add_option("--csv", export_dir, "output folder for CSV files");
+  auto* sr = export_cmd->add_option("--sigrok", export_sigrok_file,
+                                    "a .sr file: each rail's power, current and voltage as analog channels "
+                                    "(RAIL_W, RAIL_A, RAIL_V), the op windows as logic channels");
+  csv->excludes(sr);
   commands.add(runs_cmd, [] {
     auto db = costdb::Database::open_read_only(runs_db);
     if (runs_events > 0) {
@@ -95,7 +103,15 @@ void add_database_commands(CLI::App& app, Commands& commands) {
     return 0;
   });
   commands.add(export_cmd, [] {
+    if (export_dir.empty() && export_sigrok_file.empty()) throw InputError("export: --csv FOLDER or --sigrok FILE");
     auto db = costdb::Database::open_read_only(export_db);
+    if (!export_sigrok_file.empty()) {
+      const auto written = app::export_sigrok(db, export_run, export_sigrok_file);
+      std::cout << fmt::format("wrote run {} to {}: {} samples at {} Hz, analog {}, logic {}\n", export_run,
+                               export_sigrok_file, written.samples, written.samplerate_hz, fmt::join(written.analog_channels, " "),
+                               fmt::join(written.logic_channels, " "));
+      return 0;
+    }
     costdb::export_run_csv(db, export_run, export_dir);
     std::cout << fmt::format("wrote run {} to {}/ (ops, spans, samples, sync, events .csv)\n",
                              export_run, export_dir);

@@ -151,6 +151,9 @@ struct RunEvent {
   std::string kind;     ///< "power-mode", "warning", "device-info", "failed", ...
   std::string text;
 };
+/// The rails of the run's board (its probes), by rail id: "VDD_IN", "5V" (empty for an
+/// unknown run).
+std::vector<probes::Rail> list_rails(Database& db, int64_t run_id);
 /// The run's events in the order they were stored (empty for an unknown run).
 std::vector<RunEvent> list_events(Database& db, int64_t run_id);
 /// Records that `logger_run_id` (a power logger's run) measured run_id's board. Throws

@@ -223,6 +223,19 @@ std::vector<RunEvent> list_events(Database& db, int64_t run_id) {
   return out;
 }
 
+std::vector<probes::Rail> list_rails(Database& db, int64_t run_id) {
+  Database::Impl& impl = db.impl();
+  detail::Statement q(impl.db,
+                      "SELECT p.rail_id, p.name FROM runs r JOIN probes p ON p.board_id = r.board_id "
+                      "WHERE r.id = ?1 ORDER BY p.rail_id",
+                      impl.path);
+  q.bind(1, run_id);
+  std::vector<probes::Rail> out;
+  while (q.step("cannot read the rails of run " + std::to_string(run_id)))
+    out.push_back({static_cast<uint8_t>(q.column_int64(0)), std::string(q.column_text(1))});
+  return out;
+}
+
 void set_power_run(Database& db, int64_t run_id, int64_t logger_run_id) {
   for (int64_t id : {run_id, logger_run_id})
     if (!find_run(db, id))
