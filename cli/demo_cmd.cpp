@@ -12,6 +12,7 @@
 #include <memory>
 #include <thread>
 
+#include "app/pareto.h"
 #include "cli/options.h"
 #include "cli/attribute_cmd.h"
 #include "cli/plan_cmd.h"
@@ -107,6 +108,26 @@ int run_demo(const DemoArgs& a) {
                              o.result.solve_time_s, 100 * o.result.gap);
   }
   std::cout << "  " << cost_source << "\n";
+
+  // A front to look at: a small sweep stored in the database (the dashboard's Pareto tab).
+  {
+    app::ParetoArgs sweep;
+    sweep.plan.model = a.plan_model;
+    sweep.plan.board = plan_board;
+    sweep.plan.gap = 0.01;
+    sweep.plan.time_limit_s = a.plan_time_limit_s;
+    sweep.planners = "poet,paging,chen";
+    sweep.budgets = 6;
+    sweep.measured = true;
+    sweep.db = a.db;
+    const auto points = app::pareto_sweep(sweep);
+    int on_front = 0;
+    for (const auto& p : points) on_front += p.on_front ? 1 : 0;
+    std::cout << fmt::format(
+        "\nsweeping {} budgets x poet, paging, chen on the measured costs: {} plans stored, {} on their planners' "
+        "fronts (ergon dashboard --db {} shows them)\n",
+        sweep.budgets, points.size(), on_front, a.db);
+  }
 
   std::cout << fmt::format("\nvalidating the 50% plan: its schedule runs step by step on a simulated {}\n",
                            plan_board);

@@ -20,8 +20,10 @@
 #include <QVBoxLayout>
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -186,7 +188,8 @@ class Dashboard : public QMainWindow {
   void load(bool wait) {
     auto db = costdb::Database::open_read_only(options_.db);
     plans_ = costdb::list_plans(db);
-    pareto_->set_plans(plans_);
+    update_basis();
+    pareto_->set_plans(plans_, basis_);
     const QSignalBlocker b1(left_plan_), b2(right_plan_);
     left_plan_->clear();
     right_plan_->clear();
@@ -247,6 +250,8 @@ class Dashboard : public QMainWindow {
 
   QTabWidget* tabs() { return tabs_; }
   PowerView* power() { return power_; }
+  [[nodiscard]] const ParetoView* pareto() const { return pareto_; }
+  [[nodiscard]] const PowerView* power() const { return power_; }
   /// Stops polling the database (before the window goes away).
   void stop_live() { timer_->stop(); }
   [[nodiscard]] PowerTabState power_state() const {
@@ -261,6 +266,38 @@ class Dashboard : public QMainWindow {
   }
 
   int64_t current_run() const { return run_->currentData().toLongLong(); }
+
+  /// Each plotted graph's fixed bytes and store-all activations (its graph rebuilt once, as
+  /// the Schedules tab does), so the Pareto tab plots activations as % of store-all.
+  void update_basis() {
+    for (const auto& row : plans_) {
+      if (row.schedule.empty() || basis_.count(row.graph_digest) || unbuildable_.count(row.graph_digest)) continue;
+      try {
+        app::PlanArgs args;
+        args.model = row.model;
+        args.board = row.board_kind;
+        args.power_mode = row.power_mode;
+        if (row.cost_source == costdb::PlanCostSource::kMeasured) args.db = options_.db.string();
+        const auto graph = app::load_graph(args);
+        if (app::graph_digest(graph) != row.graph_digest) throw Error("other costs");
+        basis_[row.graph_digest] = {graph.fixed_bytes, graph.store_all_peak_bytes()};
+      } catch (const Error&) {
+        unbuildable_.insert(row.graph_digest);  // plotted as activation MiB instead
+      }
+    }
+  }
+
+  /// The Pareto tab only, from the database as it is now (a sweep commits each plan).
+  void reload_plans() {
+    try {
+      auto db = costdb::Database::open_read_only(options_.db);
+      plans_ = costdb::list_plans(db);
+      update_basis();
+      pareto_->set_plans(plans_, basis_);
+    } catch (const Error& e) {
+      statusBar()->showMessage(e.what());
+    }
+  }
 
   /// A Pareto sweep of the chosen model and board on a worker thread, each plan stored as it
   /// is found (ergon pareto's code); progress as plans arrive; Cancel lets the running
@@ -284,6 +321,7 @@ class Dashboard : public QMainWindow {
         QMetaObject::invokeMethod(this, [this, done, total] {
           progress_->setRange(0, static_cast<int>(total));
           progress_->setValue(static_cast<int>(done));
+          reload_plans();  // each point shows as it is solved
         }, Qt::QueuedConnection);
       };
       QString message;
@@ -421,6 +459,8 @@ class Dashboard : public QMainWindow {
 
   DashboardOptions options_;
   std::vector<costdb::PlanRow> plans_;
+  std::map<std::string, MemoryBasis> basis_;  ///< by graph digest
+  std::set<std::string> unbuildable_;         ///< digests whose graph cannot be rebuilt
   QTabWidget* tabs_;
   ParetoView* pareto_;
   QComboBox *left_plan_, *right_plan_, *run_;
@@ -490,6 +530,10 @@ void DashboardWindow::run_events_for(double seconds) {
 }
 
 PowerTabState DashboardWindow::power() const { return window_->power_state(); }
+std::pair<std::string, std::pair<double, double>> DashboardWindow::pareto_x_axis() const {
+  return {window_->pareto()->x_title().toStdString(), window_->pareto()->x_range()};
+}
+std::vector<std::string> DashboardWindow::power_rails() const { return window_->power()->rail_names(); }
 std::size_t DashboardWindow::pipeline_bars() const { return window_->pipeline_bars(); }
 
 std::vector<std::filesystem::path> DashboardWindow::render(const std::filesystem::path& dir) {

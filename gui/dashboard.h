@@ -46,6 +46,10 @@ class DashboardWindow {
   /// Runs Qt's events for `seconds` (the live view polls the database once a second).
   void run_events_for(double seconds);
   [[nodiscard]] PowerTabState power() const;
+  /// The Pareto tab's x axis as drawn: its title and range.
+  [[nodiscard]] std::pair<std::string, std::pair<double, double>> pareto_x_axis() const;
+  /// The Power tab's legend: one name per rail shown.
+  [[nodiscard]] std::vector<std::string> power_rails() const;
   /// Bars on the Pipeline tab's timeline (it plans resnet18-cifar on two Pi 4s at start).
   [[nodiscard]] std::size_t pipeline_bars() const;
   /// Grabs each tab to `dir` (pareto.png, schedules.png, power.png, costs.png, pipeline.png).

@@ -7,7 +7,8 @@
 namespace ergon::gui {
 
 std::vector<ParetoSeries> pareto_series(const std::vector<costdb::PlanRow>& plans, const std::string& graph_digest,
-                                        std::optional<double> deadline_s) {
+                                        std::optional<double> deadline_s,
+                                        const std::map<std::string, MemoryBasis>& basis) {
   // Without a digest: the latest plan's model, board and objective, in any power mode (each
   // mode's costs make a graph of its own).
   const costdb::PlanRow* latest = nullptr;
@@ -25,7 +26,16 @@ std::vector<ParetoSeries> pareto_series(const std::vector<costdb::PlanRow>& plan
     const std::string name = p.power_mode.empty() ? p.planner : p.planner + "@" + p.power_mode;
     auto& s = by_planner[name];
     s.planner = name;
-    s.points.push_back({p.id, p.budget_bytes, *p.energy_j, p.time_s.value_or(0), false});
+    ParetoPoint point{.plan_id = p.id, .budget_bytes = p.budget_bytes, .activation_bytes = p.budget_bytes,
+                      .energy_j = *p.energy_j, .time_s = p.time_s.value_or(0)};
+    if (const auto b = basis.find(p.graph_digest); b != basis.end()) {
+      const uint64_t fixed = p.objective == "total" ? b->second.fixed_bytes : 0;
+      point.activation_bytes = p.budget_bytes > fixed ? p.budget_bytes - fixed : 0;
+      if (b->second.store_all_bytes > 0)
+        point.percent_of_store_all =
+            100.0 * static_cast<double>(point.activation_bytes) / static_cast<double>(b->second.store_all_bytes);
+    }
+    s.points.push_back(point);
   }
   std::vector<ParetoSeries> out;
   for (auto& [name, s] : by_planner) {
@@ -150,7 +160,9 @@ PowerTrace power_trace(const costdb::RunData& run) {
 }
 
 PowerTrace load_power_trace(costdb::Database& db, int64_t run_id) {
-  return power_trace(costdb::load_run_data(db, run_id));
+  PowerTrace t = power_trace(costdb::load_run_data(db, run_id));
+  for (const auto& rail : costdb::list_rails(db, run_id)) t.rail_names[rail.id] = rail.name;
+  return t;
 }
 
 Gantt pipeline_gantt(const planner::PipelineTimeline& timeline, const std::vector<std::string>& boards,

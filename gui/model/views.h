@@ -23,9 +23,21 @@ namespace ergon::gui {
 
 // ---- Pareto explorer ----
 
+/// What a graph's memory is made of, to place a budget: the fixed bytes (parameters,
+/// gradients, optimizer state) that a budget under the total objective includes, and the
+/// activations store-all keeps at its peak.
+struct MemoryBasis {
+  uint64_t fixed_bytes = 0;
+  uint64_t store_all_bytes = 0;
+};
 struct ParetoPoint {
   int64_t plan_id = 0;
   uint64_t budget_bytes = 0;
+  /// The budget's activations: the budget less the fixed bytes it includes (when its graph's
+  /// basis is known; else the budget).
+  uint64_t activation_bytes = 0;
+  /// activation_bytes as a percentage of store-all's (when the basis is known).
+  std::optional<double> percent_of_store_all;
   double energy_j = 0;  ///< the simulator's replay
   double time_s = 0;
   bool on_front = false;  ///< no other plan of the series is as cheap at a budget as small
@@ -38,9 +50,11 @@ struct ParetoSeries {
 /// recently, in every power mode) that have a schedule, one series per planner and power
 /// mode ("poet", "poet@MAXQ"), with an optional deadline filter (plans made without a
 /// deadline always pass; others when theirs is at most `deadline_s`).
+/// `basis` (by graph digest) places each budget as activations and % of store-all.
 std::vector<ParetoSeries> pareto_series(const std::vector<costdb::PlanRow>& plans,
                                         const std::string& graph_digest = {},
-                                        std::optional<double> deadline_s = std::nullopt);
+                                        std::optional<double> deadline_s = std::nullopt,
+                                        const std::map<std::string, MemoryBasis>& basis = {});
 
 // ---- Schedules ----
 
@@ -79,6 +93,7 @@ struct Band {
 /// spans as bands on the same time axis.
 struct PowerTrace {
   std::map<uint8_t, std::vector<double>> t_s, power_w;  ///< by rail
+  std::map<uint8_t, std::string> rail_names;             ///< "VDD_IN", "5V" (load_power_trace)
   std::vector<Band> bands;
   double duration_s = 0;
 };

@@ -75,8 +75,9 @@ ParetoView::ParetoView(QWidget* parent) : QWidget(parent) {
   connect(deadline_, &QDoubleSpinBox::valueChanged, this, [this] { rebuild(); });
 }
 
-void ParetoView::set_plans(std::vector<costdb::PlanRow> plans) {
+void ParetoView::set_plans(std::vector<costdb::PlanRow> plans, std::map<std::string, MemoryBasis> basis) {
   plans_ = std::move(plans);
+  basis_ = std::move(basis);
   rebuild();
 }
 
@@ -85,9 +86,19 @@ void ParetoView::rebuild() {
   chart->setTitle("Energy per iteration against the memory budget (click a point for its schedule)");
   const std::optional<double> deadline =
       deadline_->value() > 0 ? std::optional<double>(deadline_->value()) : std::nullopt;
-  const auto series = pareto_series(plans_, {}, deadline);
+  const auto series = pareto_series(plans_, {}, deadline, basis_);
+  // The budgets differ by their activations, which may be a sliver of what parameters and
+  // optimizer state take: plot the activations, as % of store-all's where the graph is known.
+  bool percent = !series.empty();
+  for (const ParetoSeries& s : series)
+    for (const ParetoPoint& p : s.points) percent = percent && p.percent_of_store_all.has_value();
+  const auto x_of = [percent](const ParetoPoint& p) {
+    return percent ? *p.percent_of_store_all : static_cast<double>(p.activation_bytes) / (1 << 20);
+  };
   auto* x = new QValueAxis;
-  x->setTitleText("memory budget (MiB; under the total objective it includes parameters and optimizer state)");
+  x_title_ = percent ? "activation memory budget (% of store-all's activations)"
+                     : "activation memory budget (MiB)";
+  x->setTitleText(x_title_);
   auto* y = new QValueAxis;
   y->setTitleText("energy (J)");
   chart->addAxis(x, Qt::AlignBottom);
@@ -101,7 +112,7 @@ void ParetoView::rebuild() {
     all->setMarkerSize(9);
     std::vector<int64_t> ids;
     for (const ParetoPoint& p : s.points) {
-      const double mb = static_cast<double>(p.budget_bytes) / (1 << 20);
+      const double mb = x_of(p);
       all->append(mb, p.energy_j);
       ids.push_back(p.plan_id);
       if (p.on_front) front->append(mb, p.energy_j);
@@ -138,6 +149,10 @@ void ParetoView::rebuild() {
   };
   range(x, xmin, xmax);
   range(y, ymin, ymax);
+  // Round ticks: 0, 20, 40 % rather than 69.3859 MiB.
+  x->applyNiceNumbers();
+  y->applyNiceNumbers();
+  x_range_ = {x->min(), x->max()};
   note_->setText(points == 0 ? "no plans with schedules in this database (ergon pareto makes them)"
                              : QString("%1 plans, %2 planners").arg(points).arg(series.size()));
   QChart* old = view_->chart();
@@ -352,7 +367,8 @@ void PowerView::rebuild() {
     list.reserve(static_cast<qsizetype>(pts.size()));
     for (const Point& p : pts) list.append(QPointF(p.x, p.y));
     auto* line = new QLineSeries;
-    line->setName(QString("rail %1").arg(rail));
+    const auto name = trace_.rail_names.find(rail);
+    line->setName(name != trace_.rail_names.end() ? QString::fromStdString(name->second) : QString("rail %1").arg(rail));
     line->replace(list);
     chart->addSeries(line);
     line->attachAxis(x_);

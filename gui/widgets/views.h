@@ -26,12 +26,19 @@ namespace ergon::gui {
 class ParetoView : public QWidget {
  public:
   explicit ParetoView(QWidget* parent = nullptr);
-  void set_plans(std::vector<costdb::PlanRow> plans);
+  /// `basis` (by graph digest) lets the x axis be % of store-all's activations.
+  void set_plans(std::vector<costdb::PlanRow> plans, std::map<std::string, MemoryBasis> basis = {});
   std::function<void(int64_t plan_id)> on_plan;
+  /// The x axis's title and range as drawn last (for tests).
+  [[nodiscard]] QString x_title() const { return x_title_; }
+  [[nodiscard]] std::pair<double, double> x_range() const { return x_range_; }
 
  private:
   void rebuild();
   std::vector<costdb::PlanRow> plans_;
+  std::map<std::string, MemoryBasis> basis_;
+  QString x_title_;
+  std::pair<double, double> x_range_;
   QChartView* view_;
   QDoubleSpinBox* deadline_;
   QLabel* note_;
@@ -88,6 +95,15 @@ class PowerView : public QWidget {
     return n;
   }
   [[nodiscard]] double duration_s() const { return trace_.duration_s; }
+  /// The legend's name of each rail shown: the board's ("VDD_IN", "5V"), else "rail N".
+  [[nodiscard]] std::vector<std::string> rail_names() const {
+    std::vector<std::string> names;
+    for (const auto& [rail, xs] : trace_.t_s) {
+      const auto it = trace_.rail_names.find(rail);
+      names.push_back(it != trace_.rail_names.end() ? it->second : "rail " + std::to_string(rail));
+    }
+    return names;
+  }
 
  private:
   PowerTrace trace_;

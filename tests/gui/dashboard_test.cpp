@@ -2,6 +2,8 @@
 // the PNGs stay under the build tree (build/tests/gui/screenshots) for people to look at.
 
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <unistd.h>
 
 #include <QColor>
@@ -36,6 +38,18 @@ TEST(Dashboard, RendersEveryViewOfASimulatorDatabaseToAPicture) {
     args.plan.time_limit_s = 5;
     args.db = (dir / "lab.db").string();
     (void)app::validate(args);
+  }
+  {
+    // A newcomer's first look: budgets as % of store-all's activations on round ticks, and the
+    // power trace's rail by the board's name for it.
+    gui::DashboardWindow window({.db = dir / "lab.db"});
+    const auto [title, range] = window.pareto_x_axis();
+    EXPECT_EQ(title, "activation memory budget (% of store-all's activations)");
+    EXPECT_LE(range.first, 50);
+    EXPECT_GE(range.second, 50);
+    EXPECT_EQ(std::fmod(range.first, 1.0), 0.0) << range.first;
+    EXPECT_EQ(std::fmod(range.second, 1.0), 0.0) << range.second;
+    EXPECT_EQ(window.power_rails(), (std::vector<std::string>{"5V"}));
   }
   const fs::path shots = fs::path(ERGON_BINARY_DIR) / "tests" / "gui" / "screenshots";
   const auto files = gui::render_dashboard({.db = dir / "lab.db"}, shots, 1400, 900);

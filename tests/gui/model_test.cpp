@@ -140,6 +140,33 @@ TEST(ParetoViews, EachPlannerIsASeriesByBudgetWithItsFrontMarked) {
   EXPECT_EQ(modes[2].planner, "poet@MAXQ");
 }
 
+TEST(ParetoViews, ABudgetIsPlacedByItsActivationsAsAPercentageOfStoreAll) {
+  // 69 MiB of parameters and optimizer state, budgets 21 KB apart: plotted as budgets the
+  // points crowd into 69.38..69.41 MiB; as activations they spread over 25..100 %.
+  std::vector<costdb::PlanRow> plans;
+  for (int i = 0; i < 4; ++i) {
+    costdb::PlanRow p;
+    p.id = i + 1;
+    p.planner = "poet";
+    p.objective = "total";
+    p.graph_digest = "g";
+    p.budget_bytes = (69ULL << 20) + 21'000ULL * static_cast<uint64_t>(i + 1);
+    p.energy_j = 5.0 - i;
+    p.schedule = {1};
+    plans.push_back(p);
+  }
+  const auto series = pareto_series(plans, {}, std::nullopt, {{"g", MemoryBasis{69ULL << 20, 84'000}}});
+  ASSERT_EQ(series.size(), 1U);
+  ASSERT_EQ(series[0].points.size(), 4U);
+  EXPECT_EQ(series[0].points[0].activation_bytes, 21'000U);
+  EXPECT_DOUBLE_EQ(*series[0].points[0].percent_of_store_all, 25.0);
+  EXPECT_DOUBLE_EQ(*series[0].points[3].percent_of_store_all, 100.0);
+  // Without its graph's basis a point has no percentage, and its activations are its budget.
+  const auto unknown = pareto_series(plans);
+  EXPECT_FALSE(unknown[0].points[0].percent_of_store_all);
+  EXPECT_EQ(unknown[0].points[0].activation_bytes, plans[0].budget_bytes);
+}
+
 TEST(PowerViews, SamplesAndSpansShareOneTimeAxisFromTheRunsStart) {
   costdb::RunData run;
   run.tick_hz = 1'000'000;
