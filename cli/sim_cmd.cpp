@@ -17,6 +17,7 @@
 #include "devices/board_profile.h"
 #include "devices/link_profile.h"
 #include "devices/sim_server.h"
+#include "probes/sim_ppk2.h"
 
 namespace ergon::cli {
 namespace {
@@ -35,9 +36,26 @@ struct SimArgs {
   int threads = 1;
   bool tegrastats = false;
   std::string link;
+  bool ppk2 = false;
 };
 
+/// A simulated Nordic PPK2 on a pty: a board drawing 10 mA with a 100 mA, 50 us spike every
+/// 5 ms, its D0 high for the first 2 ms of each 5.
+int run_sim_ppk2() {
+  probes::SimPpk2 sim({.current_a = [](double t) { return std::llround(t * 1e5) % 500 < 5 ? 0.100 : 0.010; },
+                       .logic = [](double t) { return static_cast<uint8_t>(std::llround(t * 1e5) % 500 < 200); }});
+  std::cout << sim.port() << std::endl;
+  std::cerr << fmt::format("simulating a Nordic PPK2 on {} (ergon probe read --probe ppk2:{}); Ctrl-C to stop\n",
+                           sim.port(), sim.port());
+  auto& interrupts = install_interrupt_counter();
+  sim.start();
+  while (interrupts.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  sim.stop();
+  return 0;
+}
+
 int run_sim(const SimArgs& a) {
+  if (a.ppk2) return run_sim_ppk2();
   const auto board = devices::board_named(a.board);
   devices::SimServerOptions opt{.speed = a.speed,
                                 .corrupt_probability = a.corrupt,
@@ -103,6 +121,8 @@ void add_sim_command(CLI::App& app, Commands& commands) {
                       "cores its kernels run on (four busy cores heat a Pi 4 or a TX2 until it throttles)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  sim_cmd->add_flag("--ppk2", sim.ppk2,
+                    "simulate a Nordic PPK2 power meter instead (its serial protocol, 100 kS/s) on a pty");
   sim_cmd->add_flag("--tegrastats", sim.tegrastats,
                     "its own monitor prints like tegrastats (each reading the mean power over 100 ms, "
                     "stamped at the end) instead of sampling an INA219");

@@ -12,6 +12,7 @@
 #include "probes/ina2xx.h"
 #include "probes/mcp2221.h"
 #include "probes/nvml.h"
+#include "probes/ppk2.h"
 #include "probes/sigrok_probe.h"
 #include "probes/sim_ina2xx.h"
 #include "probes/sysfs_probes.h"
@@ -114,9 +115,10 @@ ProbeSpec parse_probe_spec(std::string_view text) {
   const bool tegrastats = spec.kind == "tegrastats" || spec.kind == "ina3221" ||
                           spec.kind == "rapl" || spec.kind == "nvml";
   const bool sigrok = spec.kind == "sigrok";
-  if (!sim && !tegrastats && !sigrok && !ina2xx_chip_from_name(spec.kind))
+  const bool ppk2 = spec.kind == "ppk2";
+  if (!sim && !tegrastats && !sigrok && !ppk2 && !ina2xx_chip_from_name(spec.kind))
     throw fail("unknown kind '" + spec.kind +
-               "' (ina219, ina226, ina260, ina3221, tegrastats, rapl, nvml, sigrok, sim)");
+               "' (ina219, ina226, ina260, ina3221, tegrastats, rapl, nvml, sigrok, ppk2, sim)");
   bool first = true;
   while (!rest.empty() || first) {
     const auto comma = rest.find(',');
@@ -127,6 +129,11 @@ ProbeSpec parse_probe_spec(std::string_view text) {
       if (tegrastats) {
         // tegrastats: the program; ina3221, rapl: a sysfs directory (default: the first found).
         spec.bus = !item.empty() ? std::string(item) : spec.kind == "tegrastats" ? "tegrastats" : "";
+        continue;
+      }
+      if (ppk2) {
+        spec.bus = std::string(item);
+        if (spec.bus.empty()) throw fail("ppk2: needs its serial port (ppk2:/dev/ttyACM0)");
         continue;
       }
       if (sigrok) {
@@ -162,6 +169,17 @@ ProbeSpec parse_probe_spec(std::string_view text) {
     const auto eq = item.find('=');
     if (eq == std::string_view::npos) throw fail("'" + std::string(item) + "' is not key=value");
     const std::string key(trim(item.substr(0, eq)));
+    if (ppk2) {
+      static const char* const kPpk2Keys[] = {"mode", "vdd", "rate"};
+      bool known = false;
+      for (const char* k : kPpk2Keys) known = known || key == k;
+      if (!known) throw fail("unknown option '" + key + "' (ppk2: mode, vdd, rate)");
+      const std::string value(trim(item.substr(eq + 1)));
+      if (key == "mode" ? value != "source" && value != "ampere" : !to_number(value))
+        throw fail("option " + key + ": " + (key == "mode" ? "source or ampere" : "a number") + ", not '" + value + "'");
+      spec.options[key] = value;
+      continue;
+    }
     if (sigrok) {
       // Channel names and the rail's name are text; the rest numbers.
       static const char* const kSigrokKeys[] = {"voltage", "current", "power", "rail", "rate", "bus"};
@@ -216,6 +234,7 @@ std::unique_ptr<Probe> open_probe(const ProbeSpec& spec, double rate_hz, const C
     return open_rapl(found, interval_s > 0 ? interval_s : 0.1, clock);
   }
   if (spec.kind == "sigrok") return open_sigrok_probe(spec, rate_hz, clock);
+  if (spec.kind == "ppk2") return open_ppk2_probe(spec, rate_hz, clock);
   if (spec.kind == "tegrastats") {
     // tegrastats prints a line per interval; --rate sets it (default: 100 ms).
     const double interval_ms = rate_hz > 0 ? 1000.0 / rate_hz : option("interval", 100);

@@ -30,6 +30,7 @@ const Known kKnown[] = {
     {0x2A03, -1, DeviceRole::kBoard, "Arduino board", ""},
     {0x239A, 0x8029, DeviceRole::kBoard, "Adafruit Feather nRF52840", "nrf52840"},
     {0x239A, 0x0029, DeviceRole::kBootloader, "Adafruit Feather nRF52840 in its UF2 bootloader", "nrf52840"},
+    {0x1915, 0xC00A, DeviceRole::kPowerMeter, "Nordic Power Profiler Kit II", ""},
     {0x1915, 0x521F, DeviceRole::kBootloader, "Nordic nRF52840 Dongle in its DFU bootloader", "nrf52840"},
     {0x1915, -1, DeviceRole::kBoard, "Nordic nRF52 board", "nrf52840"},
     {0x1366, -1, DeviceRole::kBoard, "SEGGER J-Link (nRF52840 DK: its virtual COM port)", "nrf52840"},
@@ -94,6 +95,9 @@ std::string next_step(const DiscoveredDevice& d) {
       return "in recovery mode: boot it normally and run ergon-agent on it";
     case DeviceRole::kPowerBridge:
       return "a power monitor behind it: ergon probe read --probe ina219:mcp2221@0x40,shunt=0.1";
+    case DeviceRole::kPowerMeter:
+      if (d.ttys.empty()) return "no tty: is the cdc_acm driver loaded?";
+      return "ergon probe read --probe ppk2:" + port + ",mode=source,vdd=3300";
     case DeviceRole::kSerialAdapter:
       if (d.ttys.empty()) return "no tty: is the usbserial driver loaded?";
       return "a board on its UART: ergon record --port " + port + " --board BOARD";
@@ -175,6 +179,7 @@ std::string to_string(DeviceRole role) {
     case DeviceRole::kBoard: return "board";
     case DeviceRole::kBootloader: return "bootloader";
     case DeviceRole::kRecovery: return "recovery";
+    case DeviceRole::kPowerMeter: return "power-meter";
     case DeviceRole::kPowerBridge: return "power-bridge";
     case DeviceRole::kSerialAdapter: return "serial-adapter";
     case DeviceRole::kUnknown: return "unknown";

@@ -30,7 +30,7 @@ class UsbDeviceSource {
 };
 std::unique_ptr<UsbDeviceSource> libusb_device_source();
 
-enum class DeviceRole { kBoard, kBootloader, kRecovery, kPowerBridge, kSerialAdapter, kUnknown };
+enum class DeviceRole { kBoard, kBootloader, kRecovery, kPowerBridge, kPowerMeter, kSerialAdapter, kUnknown };
 
 struct DiscoveredDevice {
   UsbDevice usb;

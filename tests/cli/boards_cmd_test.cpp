@@ -92,6 +92,17 @@ TEST(Boards, FindsKnownBoardsWithTheirTtysAndSaysWhatToRun) {
   EXPECT_EQ(found[3].role, devices::DeviceRole::kRecovery);
   EXPECT_EQ(devices::discover_boards(usb, sysfs.root(), true).size(), 5U);
 
+  // A Nordic PPK2 is a power meter, not an nRF52 board, and says how to read it.
+  sysfs.add_device("1-6", 0x1915, 0xC00A, "PPK2", "C4D1E0F5");
+  sysfs.add_tty("1-6", "ttyACM1", false);
+  usb.devices.push_back({0x1915, 0xC00A, "1-6"});
+  const auto with_ppk2 = devices::discover_boards(usb, sysfs.root());
+  ASSERT_EQ(with_ppk2.size(), 5U);
+  EXPECT_EQ(with_ppk2[4].role, devices::DeviceRole::kPowerMeter);
+  EXPECT_EQ(with_ppk2[4].what, "Nordic Power Profiler Kit II");
+  EXPECT_EQ(with_ppk2[4].next_step, "ergon probe read --probe ppk2:/dev/ttyACM1,mode=source,vdd=3300");
+  usb.devices.pop_back();
+
   std::ostringstream out;
   BoardsArgs args;
   args.sysfs = sysfs.root();
