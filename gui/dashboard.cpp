@@ -38,6 +38,7 @@
 #include "devices/board_profile.h"
 #include "planner/zoo.h"
 #include "gui/model/views.h"
+#include "gui/widgets/record_view.h"
 #include "gui/widgets/views.h"
 
 namespace ergon::gui {
@@ -168,6 +169,10 @@ class Dashboard : public QMainWindow {
     tabs_->addTab(pipeline_tab, "Pipeline");
     connect(pipe_button_, &QPushButton::clicked, this, [this] { plan_pipeline_async(); });
 
+    record_ = new RecordView(options_.db);
+    tabs_->addTab(record_, "Record");
+    record_->on_recorded = [this](int64_t) { load(false); };  // the new run in Power and Costs
+
     pareto_->on_plan = [this](int64_t id) {
       const int i = left_plan_->findData(QVariant::fromValue<qlonglong>(id));
       if (i >= 0) left_plan_->setCurrentIndex(i);
@@ -250,6 +255,7 @@ class Dashboard : public QMainWindow {
 
   QTabWidget* tabs() { return tabs_; }
   PowerView* power() { return power_; }
+  RecordView* record() { return record_; }
   [[nodiscard]] const ParetoView* pareto() const { return pareto_; }
   [[nodiscard]] const PowerView* power() const { return power_; }
   /// Stops polling the database (before the window goes away).
@@ -468,6 +474,7 @@ class Dashboard : public QMainWindow {
   ScheduleCompareView* compare_;
   PowerView* power_;
   CostView* costs_;
+  RecordView* record_;
   QTimer* timer_;
   bool loading_ = false;
   QComboBox *model_, *board_;
@@ -534,12 +541,37 @@ std::pair<std::string, std::pair<double, double>> DashboardWindow::pareto_x_axis
   return {window_->pareto()->x_title().toStdString(), window_->pareto()->x_range()};
 }
 std::vector<std::string> DashboardWindow::power_rails() const { return window_->power()->rail_names(); }
+
+RecordTabResult DashboardWindow::record(const std::string& port, const std::string& board,
+                                        const std::string& power_mode, double timeout_s) {
+  window_->tabs()->setCurrentWidget(window_->record());
+  window_->record()->start(port, board, power_mode);
+  QElapsedTimer timer;
+  timer.start();
+  while (window_->record()->recording() && static_cast<double>(timer.elapsed()) < timeout_s * 1e3) {
+    QApplication::processEvents(QEventLoop::AllEvents, 20);
+    QThread::msleep(5);
+  }
+  if (window_->record()->recording()) window_->record()->stop();
+  while (window_->record()->recording()) {
+    QApplication::processEvents(QEventLoop::AllEvents, 20);
+    QThread::msleep(5);
+  }
+  QApplication::processEvents();
+  const RecordView* r = window_->record();
+  return {.run_id = r->last_run(),
+          .outcome = r->outcome().toStdString(),
+          .counters = r->counters(),
+          .costs = r->costs_shown(),
+          .trace_samples = r->trace()->samples(),
+          .rails = r->trace()->rail_names()};
+}
 std::size_t DashboardWindow::pipeline_bars() const { return window_->pipeline_bars(); }
 
 std::vector<std::filesystem::path> DashboardWindow::render(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir);
   std::vector<std::filesystem::path> out;
-  const char* names[] = {"pareto.png", "schedules.png", "power.png", "costs.png", "pipeline.png"};
+  const char* names[] = {"pareto.png", "schedules.png", "power.png", "costs.png", "pipeline.png", "record.png"};
   for (int i = 0; i < window_->tabs()->count(); ++i) {
     window_->tabs()->setCurrentIndex(i);
     for (int k = 0; k < 5; ++k) QApplication::processEvents();

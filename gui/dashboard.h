@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "gui/model/views.h"
+
 namespace ergon::gui {
 
 struct DashboardOptions {
@@ -26,6 +28,15 @@ struct DashboardOptions {
 int run_dashboard(int argc, char** argv, const DashboardOptions& options);
 
 class Dashboard;
+/// What recording from the Record tab gave.
+struct RecordTabResult {
+  std::optional<int64_t> run_id;
+  std::string outcome;  ///< "completed, run 3: 20 op costs attributed", or the error
+  RecordCounters counters;
+  std::size_t costs = 0;          ///< op costs shown after attributing
+  std::size_t trace_samples = 0;  ///< in the tab's trace
+  std::vector<std::string> rails;
+};
 
 /// What the Power tab shows: the run selected and how much of its trace is loaded.
 struct PowerTabState {
@@ -50,9 +61,15 @@ class DashboardWindow {
   [[nodiscard]] std::pair<std::string, std::pair<double, double>> pareto_x_axis() const;
   /// The Power tab's legend: one name per rail shown.
   [[nodiscard]] std::vector<std::string> power_rails() const;
+  /// Records from the Record tab as a user would: fills port, board and power mode, presses
+  /// Start, and runs Qt's events until the run is recorded and attributed (or `timeout_s`
+  /// passes, when it presses Stop).
+  RecordTabResult record(const std::string& port, const std::string& board, const std::string& power_mode,
+                         double timeout_s = 60);
   /// Bars on the Pipeline tab's timeline (it plans resnet18-cifar on two Pi 4s at start).
   [[nodiscard]] std::size_t pipeline_bars() const;
-  /// Grabs each tab to `dir` (pareto.png, schedules.png, power.png, costs.png, pipeline.png).
+  /// Grabs each tab to `dir` (pareto.png, schedules.png, power.png, costs.png, pipeline.png,
+  /// record.png).
   std::vector<std::filesystem::path> render(const std::filesystem::path& dir);
 
  private:

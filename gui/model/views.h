@@ -100,6 +100,18 @@ struct PowerTrace {
 PowerTrace power_trace(const costdb::RunData& run);
 PowerTrace load_power_trace(costdb::Database& db, int64_t run_id);
 
+// ---- Recording ----
+
+/// What a recording board's link counted so far (the Record tab's counters line).
+struct RecordCounters {
+  uint64_t samples = 0;
+  double samples_per_s = 0;
+  uint64_t spans = 0;
+  uint64_t frames_lost = 0;
+  uint64_t crc_errors = 0;
+  uint64_t committed = 0;
+};
+
 // ---- Pipelines ----
 
 /// A pipeline's timeline as lanes of bars: each board's forwards and backwards, and under it

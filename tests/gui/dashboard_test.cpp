@@ -15,6 +15,8 @@
 
 #include "app/validate.h"
 #include "costdb/database.h"
+#include "devices/board_profile.h"
+#include "devices/sim_server.h"
 #include "gui/dashboard.h"
 #include "probes/power.h"
 
@@ -53,7 +55,7 @@ TEST(Dashboard, RendersEveryViewOfASimulatorDatabaseToAPicture) {
   }
   const fs::path shots = fs::path(ERGON_BINARY_DIR) / "tests" / "gui" / "screenshots";
   const auto files = gui::render_dashboard({.db = dir / "lab.db"}, shots, 1400, 900);
-  ASSERT_EQ(files.size(), 5U);  // pareto, schedules, power, costs, pipeline
+  ASSERT_EQ(files.size(), 6U);  // pareto, schedules, power, costs, pipeline, record
   for (const auto& f : files) {
     SCOPED_TRACE(f.string());
     QImage image(QString::fromStdString(f.string()));
@@ -133,6 +135,35 @@ TEST(Dashboard, TheLivePowerViewFollowsARunAsItRecordsAndMovesToTheNextOne) {
   EXPECT_EQ(window.power().samples, 40U);
   first.reset();
   second.reset();
+  fs::remove_all(dir);
+}
+
+// The Record tab as a lab technician uses it: a simulated Pi 4 on a pty, Start, the counters
+// and trace while it records, then the costs attributed from the run (the same app/ calls as
+// ergon record and ergon attribute). Its picture is docs/images/dashboard-record.png.
+TEST(Dashboard, TheRecordTabRecordsABoardAttributesItAndShowsItsCosts) {
+  const fs::path dir = fs::temp_directory_path() / ("ergon-dashboard-record-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  (void)costdb::Database::open(dir / "lab.db");
+  auto sim = devices::SimServer::open_pty(*devices::find_board("pi4"), devices::SimServerOptions{.speed = 4, .seed = 9});
+  sim->start();
+  gui::DashboardWindow window({.db = dir / "lab.db"});
+  const auto result = window.record(sim->link_name(), "", "", 120);
+  ASSERT_TRUE(result.run_id) << result.outcome;
+  EXPECT_EQ(result.outcome.rfind("completed, run 1: ", 0), 0U) << result.outcome;
+  EXPECT_GT(result.counters.samples, 1000U);
+  EXPECT_GT(result.counters.samples_per_s, 100);
+  EXPECT_EQ(result.counters.frames_lost, 0U);
+  EXPECT_EQ(result.counters.crc_errors, 0U);
+  EXPECT_GE(result.costs, 14U);  // the Pi 4's profile plan: 7 layers forward and backward
+  EXPECT_EQ(result.trace_samples, result.counters.samples);
+  EXPECT_EQ(result.rails, (std::vector<std::string>{"5V"}));
+  EXPECT_EQ(window.power().run_id, *result.run_id) << "the Power tab shows the new run too";
+  const fs::path shots = fs::path(ERGON_BINARY_DIR) / "tests" / "gui" / "screenshots" / "record";
+  const auto files = window.render(shots);
+  EXPECT_TRUE(fs::exists(shots / "record.png"));
+  sim->stop();
   fs::remove_all(dir);
 }
 
