@@ -225,6 +225,7 @@ CharacterizeResult characterize(const CharacterizeRequest& request, const Charac
       rec.options.expected_board = request.board;
       rec.options.power_mode = modes[i];
       rec.options.seed = request.seed;
+      rec.host_probe = request.host_probe;
       const auto outcomes = record_boards(
           rec,
           [&](std::span<const BoardStatus> boards, int64_t) {

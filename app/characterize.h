@@ -34,6 +34,8 @@ struct CharacterizeRequest {
   /// among them and measured first; empty: that one alone.
   std::vector<std::string> modes;
   uint32_t seed = 1;
+  /// A power monitor this host reads on the board's supply (RecordRequest::host_probe).
+  std::optional<std::string> host_probe;
 };
 
 struct CharacterizeProgress {

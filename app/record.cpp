@@ -1,21 +1,133 @@
 #include "app/record.h"
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "app/db_sink.h"
 #include "common/clock.h"
 #include "common/error.h"
 #include "costdb/database.h"
 #include "devices/host/recorder.h"
+#include "probes/probe.h"
+#include "profiler/sync.h"
 
 namespace ergon::app {
 
+namespace {
+
+/// Reads a host-attached probe on a thread of its own into a power logger's run on the host's
+/// clock. The database is the recording's connection (a writer holds its batch open, so a
+/// second writer would wait for ever): the thread only queues samples, and the recorder's
+/// commit callback writes them with an exact sync point, so the logger's clock fit is the
+/// identity and attribution maps its samples as any logger's.
+class HostProbeRecorder {
+ public:
+  HostProbeRecorder(const std::string& spec_text, costdb::Database& db, const Clock& clock) : clock_(clock) {
+    const auto spec = probes::parse_probe_spec(spec_text);
+    probe_ = probes::open_probe(spec, 0, clock);  // a bad spec or absent device fails before recording
+    const auto& info = probe_->info();
+    costdb::BoardInfo board;
+    board.kind = std::string(devices::kPowerLoggerKindName);
+    board.name = (info.kind + " " + info.location).substr(0, 63);
+    board.tick_hz = 1'000'000'000;  // host steady-clock ns
+    board.rails = info.channels;
+    run_.emplace(db, board, spec_text, wall_time_ns());
+    run_->add_event(wall_time_ns(), "info",
+                    info.kind + " at " + info.location + " read by this host, " + std::to_string(info.max_rate_hz) +
+                        " samples/s");
+    outcome_.run_id = run_->run_id();
+  }
+
+  void start() {
+    probe_->start();
+    sync_now();
+    thread_ = std::thread([this] { loop(); });
+  }
+
+  /// On the recorder's thread, before each commit: what the probe read since.
+  void flush() {
+    std::vector<probes::PowerSample> samples;
+    {
+      std::lock_guard lock(mutex_);
+      samples.swap(queue_);
+    }
+    run_->add_samples(samples);
+    outcome_.samples += samples.size();
+    sync_now();
+  }
+
+  HostProbeOutcome stop(costdb::RunStatus board_status) {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    try {
+      probe_->stop();
+    } catch (const Error&) {
+    }
+    flush();
+    outcome_.read_errors = probe_->read_errors();
+    {
+      std::lock_guard lock(mutex_);
+      outcome_.error = error_;
+    }
+    run_->update(outcome_.error.empty() ? board_status : costdb::RunStatus::kFailed, costdb::LinkCounters{},
+                 wall_time_ns());
+    if (!outcome_.error.empty()) run_->add_event(wall_time_ns(), "failed", outcome_.error);
+    return outcome_;
+  }
+
+ private:
+  void sync_now() {
+    const int64_t t = clock_.now_ns();
+    run_->add_sync({.sync_id = next_sync_++,
+                    .host_tx_ns = t,
+                    .device_rx_ticks = static_cast<uint64_t>(t),
+                    .device_tx_ticks = static_cast<uint64_t>(t),
+                    .host_rx_ns = t});
+  }
+
+  void loop() {
+    std::vector<probes::PowerSample> samples;
+    while (!stop_) {
+      samples.clear();
+      try {
+        probe_->read(samples);
+      } catch (const Error& e) {
+        std::lock_guard lock(mutex_);
+        error_ = e.what();
+        return;
+      }
+      std::lock_guard lock(mutex_);
+      queue_.insert(queue_.end(), samples.begin(), samples.end());
+    }
+  }
+
+  const Clock& clock_;
+  std::unique_ptr<probes::Probe> probe_;
+  std::optional<costdb::RunWriter> run_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  uint32_t next_sync_ = 1;
+  HostProbeOutcome outcome_;
+  std::mutex mutex_;
+  std::vector<probes::PowerSample> queue_;  ///< read, not yet written
+  std::string error_;
+};
+
+}  // namespace
+
 std::vector<BoardOutcome> record_boards(const RecordRequest& request, const RecordProgress& progress,
-                                        const std::atomic<int>& interrupts) {
+                                        const std::atomic<int>& interrupts, HostProbeOutcome* host_probe_outcome) {
   if (request.logger_port && request.ports.size() != 1)
     throw InputError("a power logger measures one board: pass exactly one --port with --logger");
+  if (request.host_probe && (request.ports.size() != 1 || request.logger_port))
+    throw InputError("a host probe measures one board: pass exactly one --port with --host-probe, and no --logger");
   costdb::Database db = costdb::Database::open(request.db_path);
   const SteadyClock clock;
+  std::optional<HostProbeRecorder> host_probe;
+  if (request.host_probe) host_probe.emplace(*request.host_probe, db, clock);
   devices::Recorder recorder(clock);
   std::vector<std::unique_ptr<DbSink>> sinks;
   std::vector<std::string> ports = request.ports;
@@ -46,6 +158,7 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, const Reco
     const int64_t now = clock.now_ns();
     for (std::size_t i = 0; i < sessions.size(); ++i)
       sinks[i]->status(sessions[i]->state(), sessions[i]->stats(), now);
+    if (host_probe) host_probe->flush();
     db.commit_batch();
     for (std::size_t i = 0; i < sessions.size(); ++i) sinks[i]->mark_committed(sessions[i]->stats());
     if (!progress) return;
@@ -58,6 +171,7 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, const Reco
     }
     progress(statuses, now);
   };
+  if (host_probe) host_probe->start();
   recorder.run(on_commit, interrupts);
 
   // The recorder has returned: sessions are final and their last status is stored.
@@ -84,6 +198,15 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, const Reco
       outcomes.back().mode_switch_s = static_cast<double>(*s.hello()->mode_switch_ns) * 1e-9;
   }
   if (request.logger_port && outcomes.size() == 2) outcomes[1].not_linked_because = not_linked_because;
+  if (host_probe) {
+    const auto status = final_sessions.empty() ? costdb::RunStatus::kFailed
+                        : final_sessions[0]->state() == devices::SessionState::kCompleted ? costdb::RunStatus::kCompleted
+                                                                                           : costdb::RunStatus::kStopped;
+    const HostProbeOutcome probe = host_probe->stop(status);
+    if (sinks[0]->run_id()) costdb::set_power_run(db, *sinks[0]->run_id(), probe.run_id);
+    db.commit_batch();
+    if (host_probe_outcome) *host_probe_outcome = probe;
+  }
   return outcomes;
 }
 

@@ -18,6 +18,11 @@ struct RecordRequest {
   /// A power logger measuring the (one) board's supply, on its own link and clock: recorded
   /// as a run of its own, linked to the board's run, stopped when the board is done.
   std::optional<std::string> logger_port;
+  /// A power monitor this host reads (a probe spec: a PPK2, a sigrok instrument, an INA219 on a
+  /// USB-I2C bridge) on the (one) board's supply: its samples, stamped by the host's clock, go
+  /// into a power logger's run of their own, linked to the board's run, so attribution maps
+  /// them to the board's clock as it does a logger's. Not with `logger_port`.
+  std::optional<std::string> host_probe;
   uint32_t baud = 115200;
   std::filesystem::path db_path = "ergon.db";
   devices::RecordOptions options;
@@ -41,6 +46,14 @@ struct BoardOutcome {
   std::string not_linked_because;
 };
 
+/// What the host probe (RecordRequest::host_probe) read.
+struct HostProbeOutcome {
+  int64_t run_id = 0;
+  uint64_t samples = 0;
+  uint64_t read_errors = 0;
+  std::string error;  ///< why it stopped early; empty when it read until the board was done
+};
+
 /// One board's state at a database commit, for a live status display.
 struct BoardStatus {
   std::string name;  ///< the board's name once it said Hello, else its port
@@ -57,6 +70,7 @@ using RecordProgress = std::function<void(std::span<const BoardStatus> boards, i
 /// loses at most the last quarter second. Each increment of `interrupts` asks the boards to
 /// stop. InputError for a logger with other than one board.
 std::vector<BoardOutcome> record_boards(const RecordRequest& request, const RecordProgress& progress,
-                                        const std::atomic<int>& interrupts);
+                                        const std::atomic<int>& interrupts,
+                                        HostProbeOutcome* host_probe = nullptr);
 
 }  // namespace ergon::app

@@ -32,6 +32,7 @@ struct CharacterizeArgs {
   uint32_t baud = 115200;
   uint32_t seed = 1;
   bool no_plots = false;
+  std::string host_probe;
 };
 
 /// "[mode 1/3 2400MHz] recording [#########.........]  45/231 windows" on a terminal,
@@ -94,6 +95,7 @@ int run_characterize(const CharacterizeArgs& a) {
   request.baud = a.baud;
   request.db_path = a.db;
   request.seed = a.seed;
+  if (!a.host_probe.empty()) request.host_probe = a.host_probe;
   request.board = devices::board_named(a.board);
   if (a.modes == "all") {
     for (const auto& m : request.board.power_modes) request.modes.push_back(m.name);
@@ -153,6 +155,8 @@ void add_characterize_command(CLI::App& app, Commands& commands) {
   c->add_option("--baud", args.baud, "serial rate")->capture_default_str();
   c->add_option("--seed", args.seed, "shuffles the plan")->capture_default_str();
   c->add_flag("--no-plots", args.no_plots, "write the card without its PNG plots");
+  c->add_option("--host-probe", args.host_probe,
+                "a power monitor this host reads on the board's supply (ppk2:/dev/ttyACM1,vdd=3000, sigrok:...)");
   commands.add(c, [] { return run_characterize(args); });
 }
 

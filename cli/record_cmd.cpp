@@ -65,6 +65,11 @@ void add_record_command(CLI::App& app, Commands& commands) {
   rec_cmd->add_option("--logger", rec.logger_port,
                       "a power logger on the board's supply (its own link and clock): recorded "
                       "with the board and used by ergon attribute for the board's run");
+  rec_cmd->add_option("--host-probe", rec.host_probe,
+                      "a power monitor this host reads on the board's supply (ppk2:/dev/ttyACM1,vdd=3000, "
+                      "sigrok:DRIVER@CONN,...): recorded as a power logger's run on the host's clock, linked to "
+                      "the board's run")
+      ->excludes("--logger");
   rec_cmd->add_option("--seed", rec.options.seed, "shuffles the plan order")->capture_default_str();
   rec_cmd->add_option("--power-mode", rec.options.power_mode,
                       "switch the board to this power mode first (MAXQ, 600MHz); the run fails if it cannot");

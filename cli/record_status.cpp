@@ -67,10 +67,17 @@ std::vector<app::BoardOutcome> record_with_status(const app::RecordRequest& requ
       out << line << std::endl;
     }
   };
-  auto outcomes = app::record_boards(request, show, interrupts);
+  app::HostProbeOutcome probe;
+  auto outcomes = app::record_boards(request, show, interrupts, &probe);
   if (tty) out << '\n';
   for (const auto& o : outcomes)
     if (!o.not_linked_because.empty()) out << o.not_linked_because << "\n";
+  if (request.host_probe)
+    out << *request.host_probe << ": run " << probe.run_id << ", " << probe.samples << " samples read by this host, "
+        << probe.read_errors << " read errors" << (probe.error.empty() ? std::string() : "; stopped: " + probe.error)
+        << (outcomes.empty() || !outcomes.front().run_id ? std::string()
+                                                        : "; measures run " + std::to_string(*outcomes.front().run_id))
+        << "\n";
   return outcomes;
 }
 

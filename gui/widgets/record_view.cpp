@@ -49,12 +49,15 @@ RecordView::RecordView(std::filesystem::path db, QWidget* parent) : QWidget(pare
   mode_->setPlaceholderText("as it runs");
   logger_ = new QLineEdit;
   logger_->setPlaceholderText("none");
+  probe_ = new QLineEdit;
+  probe_->setPlaceholderText("none (ppk2:/dev/ttyACM1,vdd=3000, sigrok:...)");
   start_button_ = new QPushButton("Start");
   stop_button_ = new QPushButton("Stop");
   stop_button_->setEnabled(false);
   for (QWidget* w : std::initializer_list<QWidget*>{new QLabel("port:"), port_, new QLabel("board:"), board_,
                                                     new QLabel("power mode:"), mode_,
-                                                    new QLabel("power logger port:"), logger_, start_button_,
+                                                    new QLabel("power logger port:"), logger_,
+                                                    new QLabel("probe on this host:"), probe_, start_button_,
                                                     stop_button_})
     form->addWidget(w);
   layout->addLayout(form);
@@ -136,6 +139,7 @@ void RecordView::start_clicked() {
   }
   request.options.power_mode = mode_->text().trimmed().toStdString();
   if (!logger_->text().trimmed().isEmpty()) request.logger_port = logger_->text().trimmed().toStdString();
+  if (!probe_->text().trimmed().isEmpty()) request.host_probe = probe_->text().trimmed().toStdString();
 
   interrupts_ = 0;
   recording_ = true;

@@ -55,6 +55,7 @@ class RecordView : public QWidget {
   QComboBox* board_;
   QLineEdit* mode_;
   QLineEdit* logger_;
+  QLineEdit* probe_;
   QPushButton* start_button_;
   QPushButton* stop_button_;
   QLabel* counters_label_;

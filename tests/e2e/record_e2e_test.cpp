@@ -31,6 +31,7 @@
 #include "costdb/database.h"
 #include "devices/board_profile.h"
 #include "devices/sim_server.h"
+#include "probes/sim_ppk2.h"
 #include "devices/truth_model.h"
 
 namespace ergon {
@@ -633,6 +634,40 @@ TEST_F(RecordEndToEnd, KilledRecorderLeavesASoundDatabaseWithEveryCommittedBatch
   ASSERT_EQ(runs.size(), 1U);
   EXPECT_GE(runs[0].samples, committed);
   EXPECT_EQ(runs[0].status, costdb::RunStatus::kRecording);  // it never got to say otherwise
+}
+
+// A PPK2 on the host, in source mode, measuring a simulated nRF52840 (the simulated PPK2 draws
+// its own 10 mA: the simulations are not coupled, so what is checked is the path): its samples
+// go into a power logger's run on the host's clock, linked to the board's run, and attribution
+// maps them onto the board's windows.
+TEST_F(RecordEndToEnd, AHostProbesSamplesMeasureTheBoardsRunThroughTheLoggerPath) {
+  probes::SimPpk2 ppk2({.current_a = [](double) { return 0.010; }});
+  ppk2.start();
+  auto sim = devices::SimServer::open_pty(*devices::find_board("nrf52840"), devices::SimServerOptions{.speed = 4, .seed = 8});
+  sim->start();
+  app::RecordRequest req;
+  req.ports = {sim->link_name()};
+  req.db_path = db_path();
+  req.host_probe = "ppk2:" + ppk2.port() + ",mode=source,vdd=3000,rate=1000";
+  std::atomic<int> interrupts{0};
+  app::HostProbeOutcome probe;
+  const auto outcomes = app::record_boards(req, {}, interrupts, &probe);
+  ASSERT_EQ(outcomes[0].state, devices::SessionState::kCompleted) << outcomes[0].error;
+  EXPECT_TRUE(probe.error.empty()) << probe.error;
+  EXPECT_GT(probe.samples, 3000U);
+  EXPECT_EQ(ppk2.vdd_mv(), 3000);
+  auto db = costdb::Database::open(db_path());
+  const auto run = costdb::find_run(db, *outcomes[0].run_id);
+  ASSERT_TRUE(run && run->power_run_id);
+  EXPECT_EQ(*run->power_run_id, probe.run_id);
+  const auto logger = costdb::find_run(db, probe.run_id);
+  EXPECT_EQ(logger->board_kind, "power-logger");
+  EXPECT_EQ(logger->status, costdb::RunStatus::kCompleted);
+  const auto attributed = app::attribute_run(db, *outcomes[0].run_id);
+  EXPECT_NEAR(attributed.attribution.idle_power_w, 0.030, 0.0005);
+  const auto covered = std::count_if(attributed.attribution.windows.begin(), attributed.attribution.windows.end(),
+                                     [](const auto& w) { return w.covered; });
+  EXPECT_GE(static_cast<double>(covered), 0.9 * static_cast<double>(attributed.attribution.windows.size()));
 }
 
 }  // namespace
