@@ -148,8 +148,53 @@ std::string pct(double measured, double claimed) {
 
 }  // namespace
 
+namespace {
+
+/// A microcontroller's grid: each op kind its firmware has a kernel for (conv2d, linear, relu,
+/// max pool, add) at three sizes, forward and backward, each sized so its tensors (and, going
+/// backward, their gradients) fit the firmware's arena: 16 KB on a 32 KB board, 224 KB on a
+/// 256 KB one. 30 entries, 10 of paging and an idle one: within the firmware's 64.
+std::vector<std::pair<profiler::OpShape, Phase>> microcontroller_grid(const devices::BoardProfile& board) {
+  const bool tiny = board.ram_bytes <= 32 * 1024;
+  std::vector<std::pair<profiler::OpShape, Phase>> ops;
+  for (Phase phase : {Phase::kForward, Phase::kBackward}) {
+    for (uint32_t hw : tiny ? std::vector<uint32_t>{4, 6, 8} : std::vector<uint32_t>{8, 16, 24})
+      ops.emplace_back(profiler::conv2d(1, 3, 8, hw, hw, 3, phase), phase);
+    for (uint32_t in : tiny ? std::vector<uint32_t>{32, 64, 128} : std::vector<uint32_t>{128, 512, 2048})
+      ops.emplace_back(profiler::linear(1, in, 10, phase), phase);
+    for (uint32_t n : tiny ? std::vector<uint32_t>{128, 512, 1024} : std::vector<uint32_t>{512, 2048, 8192}) {
+      ops.emplace_back(profiler::relu(n, phase), phase);
+      ops.emplace_back(profiler::add(n, phase), phase);
+    }
+    for (uint32_t hw : tiny ? std::vector<uint32_t>{4, 8, 12} : std::vector<uint32_t>{8, 16, 32})
+      ops.emplace_back(profiler::max_pool(1, 8, hw, hw, 2, phase), phase);
+  }
+  for (uint32_t bytes : tiny ? std::vector<uint32_t>{256, 512, 1024, 2048, 4096}
+                             : std::vector<uint32_t>{512, 2048, 8192, 16384, 32768})
+    for (Phase phase : {Phase::kPageOut, Phase::kPageIn}) ops.emplace_back(profiler::paging(bytes), phase);
+  return ops;
+}
+
+}  // namespace
+
 devices::ProfilePlan characterization_plan(const devices::BoardProfile& board, uint32_t seed) {
-  if (is_microcontroller(board)) return devices::default_profile_plan(board, seed);
+  if (is_microcontroller(board)) {
+    devices::ProfilePlan plan;
+    for (const auto& [shape, phase] : microcontroller_grid(board)) plan.ops.push_back({.shape = shape, .phase = phase});
+    std::mt19937 rng(seed);
+    std::shuffle(plan.ops.begin(), plan.ops.end(), rng);
+    uint32_t next_id = 1;
+    for (auto& op : plan.ops) {
+      op.op_id = next_id++;
+      op.idle_after_us = 100'000 / 4;
+      op.warmup_reps = 1;
+    }
+    plan.ops.insert(plan.ops.begin(), devices::PlannedOp{.op_id = next_id,
+                                                         .shape = profiler::idle(100'000),
+                                                         .phase = Phase::kIdle,
+                                                         .windows = 1});
+    return plan;
+  }
 
   // Every (kind, phase) of the zoo's layers: its smallest, median and largest shape by FLOPs.
   const BoardProfileCosts costs(board);

@@ -20,8 +20,9 @@ namespace ergon::app {
 /// The plan ergon characterize runs in each mode. On a Linux board: every op kind of the zoo's
 /// models (mlp, vgg16-cifar, resnet18-cifar, mobilenetv2-cifar, bert-tiny) at its smallest, median and
 /// largest shape there by FLOPs, forward and backward; paging of five sizes from 64 KiB to
-/// 16 MiB each way. On a microcontroller: the default profile plan's shapes, which fit its
-/// RAM. Idle windows first and between; shuffled by `seed`.
+/// 16 MiB each way. On a microcontroller: each op kind its firmware has a kernel for (conv2d,
+/// linear, relu, max pool, add) at three sizes that fit its arena, forward and backward, and
+/// paging of five sizes. Idle windows first and between; shuffled by `seed`.
 devices::ProfilePlan characterization_plan(const devices::BoardProfile& board, uint32_t seed);
 
 struct CharacterizeRequest {

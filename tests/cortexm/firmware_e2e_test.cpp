@@ -7,10 +7,12 @@
 #include <atomic>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "app/attribute.h"
+#include "app/characterize.h"
 #include "app/record.h"
 #include "costdb/costs.h"
 #include "costdb/cost_model.h"
@@ -151,6 +153,33 @@ TEST_P(FirmwareEndToEnd, TheFirmwareAcceptsOnlyItsOwnClockAsAPowerMode) {
   EXPECT_EQ(phased[0].state, devices::SessionState::kFailed);
   req.options.phase_modes.reset();
   EXPECT_EQ(app::record_boards(req, {}, interrupts)[0].state, devices::SessionState::kCompleted);
+}
+
+// ergon characterize's grid for a microcontroller runs on the firmware's own code: every shape
+// fits its arena and has a kernel (the firmware refuses a whole plan otherwise), and the fit
+// sees every kind at its three sizes both ways.
+TEST_P(FirmwareEndToEnd, CharacterizationsGridRunsWholeOnTheFirmwareAndIsFitted) {
+  ASSERT_FALSE(link().empty());
+  app::CharacterizeRequest request;
+  request.port = link();
+  request.db_path = dir_ / "card.db";
+  request.board = *devices::find_board(GetParam());
+  std::atomic<int> interrupts{0};
+  const auto result = app::characterize(request, {}, interrupts);
+  ASSERT_EQ(result.modes.size(), 1U);
+  const auto& m = result.modes.front();
+  std::set<std::string> kinds;
+  int compute = 0, paging = 0;
+  for (const auto& s : m.shapes) {
+    kinds.insert(s.kind);
+    (s.kind == "paging" ? paging : compute) += 1;
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"add", "conv2d", "linear", "maxpool", "paging", "relu"}));
+  EXPECT_EQ(compute, 30);
+  EXPECT_EQ(paging, 10);
+  EXPECT_GT(m.flops_per_s, 0);
+  EXPECT_GT(m.pagein_bytes_per_s, 0);
+  EXPECT_TRUE(m.has_energy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Boards, FirmwareEndToEnd, ::testing::Values("nrf52840", "mkr1000"));
