@@ -1,6 +1,7 @@
 #include "app/attribute.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 
 #include "common/error.h"
@@ -30,9 +31,23 @@ AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
     const costdb::RunData logger = costdb::load_run_data(db, *data.run.power_run_id);
     r.logger_clock = profiler::fit_clock(logger.syncs, logger.tick_hz, profiler::kMaxPlausibleDriftPpm, logger.time_scale);
     constexpr double kAnyDrift = std::numeric_limits<double>::infinity();
-    const auto samples = profiler::to_board_ticks(
-        logger.samples, profiler::fit_clock(logger.syncs, logger.tick_hz, kAnyDrift),
-        profiler::fit_clock(data.syncs, data.tick_hz, kAnyDrift));
+    const auto logger_fit = profiler::fit_clock(logger.syncs, logger.tick_hz, kAnyDrift);
+    const auto board_fit = profiler::fit_clock(data.syncs, data.tick_hz, kAnyDrift);
+    auto samples = profiler::to_board_ticks(logger.samples, logger_fit, board_fit);
+    // Op markers: where the logger saw the board's window pin rise (a PPK2's D0), those edges
+    // map the logger's clock straight onto the board's.
+    std::vector<uint64_t> rising;
+    uint8_t previous = 0;
+    for (const auto& e : costdb::list_events(db, *data.run.power_run_id)) {
+      if (e.kind != "marker") continue;
+      const auto logic = static_cast<uint8_t>(std::strtoul(e.text.c_str(), nullptr, 0));
+      if ((logic & 1) != 0 && (previous & 1) == 0) rising.push_back(static_cast<uint64_t>(e.host_ns));
+      previous = logic;
+    }
+    if (const auto markers = profiler::fit_markers(rising, data.spans, logger_fit, board_fit, data.tick_hz)) {
+      for (std::size_t i = 0; i < samples.size(); ++i) samples[i].t_ticks = markers->board_ticks(logger.samples[i].t_ticks);
+      r.markers = markers;
+    }
     r.attribution = profiler::attribute(data.spans, samples, data.syncs, data.tick_hz, 0, data.time_scale);
     r.samples = samples.size();
   } else {

@@ -20,6 +20,9 @@ struct AttributedRun {
   uint64_t samples = 0;  ///< power samples attributed (the logger's, when one measured the board)
   /// The power logger's clock, when a logger on its own clock measured the board.
   std::optional<profiler::ClockFit> logger_clock;
+  /// When the logger recorded op markers (run events "marker": its digital inputs, at its own
+  /// ticks), the line from its clock to the board's that they gave, which placed its samples.
+  std::optional<profiler::MarkerFit> markers;
 };
 
 /// Attributes a run's spans and samples (profiler/attribution.h), replaces its op_costs and

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "costdb/database.h"
 #include "devices/host/recorder.h"
+#include "probes/ppk2.h"
 #include "probes/probe.h"
 #include "profiler/sync.h"
 
@@ -50,11 +51,20 @@ class HostProbeRecorder {
   /// On the recorder's thread, before each commit: what the probe read since.
   void flush() {
     std::vector<probes::PowerSample> samples;
+    std::vector<probes::Ppk2Edge> edges;
     {
       std::lock_guard lock(mutex_);
       samples.swap(queue_);
+      edges.swap(edge_queue_);
     }
     run_->add_samples(samples);
+    // Op markers, at the probe's own ticks (the samples' clock): attribution pairs their
+    // rising edges with the board's window starts.
+    char logic[8];
+    for (const auto& e : edges) {
+      std::snprintf(logic, sizeof logic, "0x%02x", e.logic);
+      run_->add_event(e.t_ns, "marker", logic);
+    }
     outcome_.samples += samples.size();
     sync_now();
   }
@@ -99,8 +109,10 @@ class HostProbeRecorder {
         error_ = e.what();
         return;
       }
+      const auto edges = probes::ppk2_edges(*probe_);  // a PPK2's digital inputs; none for others
       std::lock_guard lock(mutex_);
       queue_.insert(queue_.end(), samples.begin(), samples.end());
+      for (; edges_taken_ < edges.size(); ++edges_taken_) edge_queue_.push_back(edges[edges_taken_]);
     }
   }
 
@@ -113,6 +125,8 @@ class HostProbeRecorder {
   HostProbeOutcome outcome_;
   std::mutex mutex_;
   std::vector<probes::PowerSample> queue_;  ///< read, not yet written
+  std::vector<probes::Ppk2Edge> edge_queue_;
+  std::size_t edges_taken_ = 0;  ///< on the probe's thread
   std::string error_;
 };
 

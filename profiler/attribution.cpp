@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <utility>
@@ -26,6 +27,57 @@ std::vector<probes::PowerSample> to_board_ticks(std::span<const probes::PowerSam
   std::vector<probes::PowerSample> out(samples.begin(), samples.end());
   for (probes::PowerSample& s : out) s.t_ticks = board.ticks_at(logger.host_ns(s.t_ticks));
   return out;
+}
+
+uint64_t MarkerFit::board_ticks(uint64_t logger_ticks) const {
+  return static_cast<uint64_t>(std::max(0.0, std::round(offset_ticks + slope * static_cast<double>(logger_ticks))));
+}
+
+std::optional<MarkerFit> fit_markers(std::span<const uint64_t> rising_edges, std::span<const OpSpan> spans,
+                                     const ClockFit& logger, const ClockFit& board, uint64_t board_tick_hz,
+                                     double tolerance_ns) {
+  std::vector<uint64_t> starts;
+  for (const OpSpan& s : spans)
+    if (s.phase != Phase::kIdle) starts.push_back(s.begin_ticks);
+  std::sort(starts.begin(), starts.end());
+  const double ns_per_board_tick = 1e9 / static_cast<double>(std::max<uint64_t>(board_tick_hz, 1));
+  const double tolerance_ticks = tolerance_ns / ns_per_board_tick;
+  std::vector<std::pair<double, double>> pairs;  // logger ticks, board ticks
+  for (uint64_t edge : rising_edges) {
+    const double guess = static_cast<double>(board.ticks_at(logger.host_ns(edge)));
+    const auto it = std::lower_bound(starts.begin(), starts.end(), static_cast<uint64_t>(std::max(0.0, guess)));
+    double best = -1, best_d = tolerance_ticks;
+    for (auto c : {it, it == starts.begin() ? it : std::prev(it)}) {
+      if (c == starts.end()) continue;
+      const double d = std::abs(static_cast<double>(*c) - guess);
+      if (d <= best_d) best_d = d, best = static_cast<double>(*c);
+    }
+    if (best >= 0) pairs.emplace_back(static_cast<double>(edge), best);
+  }
+  // Markers wired to the windows pair nearly one for one; a pin toggled by something else
+  // pairs by chance now and then, and must not move the samples.
+  const std::size_t expected = std::min(rising_edges.size(), starts.size());
+  if (pairs.size() < 3 || static_cast<double>(pairs.size()) < 0.8 * static_cast<double>(expected)) return std::nullopt;
+  // Least squares about the means, for precision with large tick counts.
+  double mx = 0, my = 0;
+  for (const auto& [x, y] : pairs) mx += x, my += y;
+  mx /= static_cast<double>(pairs.size());
+  my /= static_cast<double>(pairs.size());
+  double sxx = 0, sxy = 0;
+  for (const auto& [x, y] : pairs) sxx += (x - mx) * (x - mx), sxy += (x - mx) * (y - my);
+  MarkerFit fit;
+  fit.slope = sxx > 0 ? sxy / sxx : 1;
+  fit.offset_ticks = my - fit.slope * mx;
+  fit.pairs = static_cast<int>(pairs.size());
+  fit.edges = static_cast<int>(rising_edges.size());
+  double ss = 0;
+  for (const auto& [x, y] : pairs) {
+    const double r = (fit.offset_ticks + fit.slope * x - y) * ns_per_board_tick;
+    ss += r * r;
+  }
+  fit.residual_rms_ns = std::sqrt(ss / static_cast<double>(pairs.size()));
+  if (fit.residual_rms_ns > tolerance_ns / 10) return std::nullopt;  // not a clock: chance pairs
+  return fit;
 }
 
 ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz, double max_drift_ppm, double time_scale) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -60,6 +61,27 @@ ClockFit fit_clock(std::span<const SyncPoint> points, uint64_t tick_hz,
 /// drift to the host, but the same one on both devices, and it cancels.
 std::vector<probes::PowerSample> to_board_ticks(std::span<const probes::PowerSample> samples,
                                                 const ClockFit& logger, const ClockFit& board);
+
+/// A logger's ticks mapped straight to a board's, board = offset + slope x logger, fitted from
+/// op markers: the board raises a pin at each window's start and the logger (a PPK2's digital
+/// input) timestamps the edge on its own clock, so the pairs need no host in between.
+struct MarkerFit {
+  double offset_ticks = 0;
+  double slope = 1;
+  int pairs = 0;            ///< rising edges paired with a window's start
+  int edges = 0;            ///< rising edges seen
+  double residual_rms_ns = 0;
+  [[nodiscard]] uint64_t board_ticks(uint64_t logger_ticks) const;
+};
+/// Pairs each rising edge (logger ticks), first mapped by `logger` and `board` as
+/// to_board_ticks() would, with the nearest non-idle window start within `tolerance_ns`, and
+/// fits the line through the pairs. nullopt with fewer than three pairs, with fewer than 80 %
+/// of the edges or windows paired, or with residuals past a tenth of the tolerance: a pin that
+/// is not wired to the windows never moves the samples. `board_tick_hz` turns the tolerance
+/// and the residual into board ticks and back.
+std::optional<MarkerFit> fit_markers(std::span<const uint64_t> rising_edges, std::span<const OpSpan> spans,
+                                     const ClockFit& logger, const ClockFit& board, uint64_t board_tick_hz,
+                                     double tolerance_ns = 5e6);
 
 /// One measurement window's energy.
 struct WindowCost {

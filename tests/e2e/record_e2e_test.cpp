@@ -641,7 +641,9 @@ TEST_F(RecordEndToEnd, KilledRecorderLeavesASoundDatabaseWithEveryCommittedBatch
 // go into a power logger's run on the host's clock, linked to the board's run, and attribution
 // maps them onto the board's windows.
 TEST_F(RecordEndToEnd, AHostProbesSamplesMeasureTheBoardsRunThroughTheLoggerPath) {
-  probes::SimPpk2 ppk2({.current_a = [](double) { return 0.010; }});
+  // Its D0 toggles every 25 ms, wired to nothing of the board's.
+  probes::SimPpk2 ppk2({.current_a = [](double) { return 0.010; },
+                        .logic = [](double t) { return static_cast<uint8_t>(std::llround(t * 1e5) % 5000 < 2500); }});
   ppk2.start();
   auto sim = devices::SimServer::open_pty(*devices::find_board("nrf52840"), devices::SimServerOptions{.speed = 4, .seed = 8});
   sim->start();
@@ -663,11 +665,98 @@ TEST_F(RecordEndToEnd, AHostProbesSamplesMeasureTheBoardsRunThroughTheLoggerPath
   const auto logger = costdb::find_run(db, probe.run_id);
   EXPECT_EQ(logger->board_kind, "power-logger");
   EXPECT_EQ(logger->status, costdb::RunStatus::kCompleted);
+  const auto events = costdb::list_events(db, probe.run_id);
+  const auto markers = std::count_if(events.begin(), events.end(), [](const auto& e) { return e.kind == "marker"; });
+  EXPECT_GT(markers, 20) << "the digital input's edges are kept as op markers";
   const auto attributed = app::attribute_run(db, *outcomes[0].run_id);
+  EXPECT_FALSE(attributed.markers) << "a pin not wired to the windows must not move the samples";
   EXPECT_NEAR(attributed.attribution.idle_power_w, 0.030, 0.0005);
   const auto covered = std::count_if(attributed.attribution.windows.begin(), attributed.attribution.windows.end(),
                                      [](const auto& w) { return w.covered; });
   EXPECT_GE(static_cast<double>(covered), 0.9 * static_cast<double>(attributed.attribution.windows.size()));
+}
+
+// Op markers: a logger whose clock fit is 4 ms off (as a USB link's latency can bias it) would
+// shift every window's samples by 4 ms; the rising edges it saw on its digital input where the
+// board's windows start put them back. Built at the database's interface: a board run with its
+// spans and syncs, a power logger's run with its samples, syncs and "marker" events.
+TEST_F(RecordEndToEnd, OpMarkersFromALoggersDigitalInputPlaceItsSamplesOnTheBoardsWindows) {
+  auto db = costdb::Database::open(db_path());
+  costdb::BoardInfo board;
+  board.name = "marked";
+  board.kind = "nrf52840";
+  board.tick_hz = 1'000'000;  // board ticks: host ns / 1000
+  board.rails = {{0, "VDD"}};
+  costdb::RunWriter board_run(db, board, "test", 1);
+  board_run.add_op(1, profiler::linear(1, 64, 10, profiler::Phase::kForward), profiler::Phase::kForward);
+  board_run.add_op(2, profiler::idle(100'000), profiler::Phase::kIdle);
+  const int64_t t0 = 1'000'000'000;  // host ns of the first window
+  constexpr int kWindows = 20;
+  auto in_window = [&](int64_t host_ns) {
+    const int64_t t = host_ns - t0;
+    return t >= 0 && t < kWindows * 100'000'000LL && t % 100'000'000 < 50'000'000;
+  };
+  board_run.add_span({.op_id = 2, .phase = profiler::Phase::kIdle, .begin_ticks = 900'000, .end_ticks = 1'000'000});
+  for (int w = 0; w < kWindows; ++w) {
+    const uint64_t begin = static_cast<uint64_t>((t0 + w * 100'000'000LL) / 1000);
+    board_run.add_span({.op_id = 1, .phase = profiler::Phase::kForward, .begin_ticks = begin, .end_ticks = begin + 50'000});
+  }
+  for (int k = 0; k < 8; ++k) {
+    const int64_t h = t0 + k * 300'000'000LL;
+    const auto ticks = static_cast<uint64_t>(h / 1000);
+    board_run.add_sync({.sync_id = static_cast<uint32_t>(k + 1), .host_tx_ns = h, .device_rx_ticks = ticks,
+                        .device_tx_ticks = ticks, .host_rx_ns = h});
+  }
+  costdb::BoardInfo logger;
+  logger.name = "ppk2 test";
+  logger.kind = "power-logger";
+  logger.tick_hz = 1'000'000'000;
+  logger.rails = {{0, "VOUT"}};
+  costdb::RunWriter logger_run(db, logger, "test", 1);
+  std::vector<probes::PowerSample> samples;
+  for (int64_t h = t0 - 100'000'000; h < t0 + kWindows * 100'000'000LL; h += 1'000'000) {
+    probes::PowerSample p;
+    p.t_ticks = static_cast<uint64_t>(h);  // its ticks are true host time...
+    p.bus_uv = 3'000'000;
+    p.power_uw = in_window(h) ? 2'000'000 : 1'000'000;
+    p.current_ua = p.power_uw / 3;
+    samples.push_back(p);
+  }
+  logger_run.add_samples(samples);
+  for (int k = 0; k < 8; ++k) {
+    const int64_t h = t0 + k * 300'000'000LL;
+    // ...but its sync exchanges say they are 4 ms later than they are.
+    logger_run.add_sync({.sync_id = static_cast<uint32_t>(k + 1), .host_tx_ns = h, .device_rx_ticks = static_cast<uint64_t>(h + 4'000'000),
+                         .device_tx_ticks = static_cast<uint64_t>(h + 4'000'000), .host_rx_ns = h});
+  }
+  db.commit_batch();
+  costdb::set_power_run(db, board_run.run_id(), logger_run.run_id());
+  db.commit_batch();
+  // Without markers every window loses 4 ms at 2 W to 4 ms at 1 W.
+  const auto biased = app::attribute_run(db, board_run.run_id());
+  EXPECT_FALSE(biased.markers);
+  for (const auto& w : biased.attribution.windows) {
+    if (w.span.phase != profiler::Phase::kForward || !w.covered) continue;
+    EXPECT_NEAR(w.gross_energy_j, 0.096, 0.001);
+  }
+
+  for (int w = 0; w < kWindows; ++w) {
+    const int64_t start = t0 + w * 100'000'000LL;
+    logger_run.add_event(start, "marker", "0x01");
+    logger_run.add_event(start + 50'000'000, "marker", "0x00");
+  }
+  db.commit_batch();
+  const auto a = app::attribute_run(db, board_run.run_id());
+  ASSERT_TRUE(a.markers);
+  EXPECT_EQ(a.markers->pairs, kWindows);
+  EXPECT_LT(a.markers->residual_rms_ns, 1000);
+  int checked = 0;
+  for (const auto& w : a.attribution.windows) {
+    if (w.span.phase != profiler::Phase::kForward || !w.covered) continue;
+    EXPECT_NEAR(w.gross_energy_j, 2.0 * 0.050, 0.002) << "window at " << w.span.begin_ticks;
+    ++checked;
+  }
+  EXPECT_GE(checked, kWindows - 1);
 }
 
 }  // namespace
