@@ -53,7 +53,7 @@ TEST(SigrokProbe, TheDemoDriversChannelsBecomeVoltsAmperesAndTheirProduct) {
   }
   // Paced at 2 kHz: the samples span about their count / 2000 s of host time.
   const double span_s = double(samples.back().t_ticks - samples.front().t_ticks) * 1e-9;
-  EXPECT_NEAR(span_s, double(samples.size() - 1) / 2000, 0.05);
+  EXPECT_NEAR(span_s, double(samples.size() - 1) / 2000, 0.1);  // packets stamped on arrival: a loaded host delays some
 }
 
 TEST(SigrokProbe, AnUnknownDriverOrChannelIsOneLineNamingWhatExists) {
