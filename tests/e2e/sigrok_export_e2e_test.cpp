@@ -90,6 +90,35 @@ TEST(SigrokExport, SigrokCliReadsBackTheRunsChannelsRateAndSamples) {
   fs::remove_all(dir);
 }
 
+// The whole round trip through the real binaries: libsigrok's demo driver recorded into a
+// database (ergon probe read), exported (ergon export --sigrok), read back by sigrok-cli.
+TEST(SigrokExport, ADemoDriverRecordingRoundTripsThroughSigrokCli) {
+  const fs::path dir = fs::temp_directory_path() / ("ergon-sigrok-demo-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string ergon = std::string(ERGON_BINARY_DIR) + "/cli/ergon";
+  const std::string db = (dir / "demo.db").string();
+  const std::string read = run_command("'" + ergon + "' probe read --probe sigrok:demo,voltage=A0,current=A1,rate=1000,rail=DEMO "
+                                       "--duration 0.5 --db '" + db + "'");
+  ASSERT_NE(read.find("sigrok at demo:"), std::string::npos) << read;
+  const std::string sr = (dir / "demo.sr").string();
+  const std::string exported = run_command("'" + ergon + "' export --db '" + db + "' --run 1 --sigrok '" + sr + "'");
+  ASSERT_NE(exported.find("analog DEMO_W DEMO_A DEMO_V"), std::string::npos) << exported;
+  const std::string show = run_command("sigrok-cli -i '" + sr + "' --show");
+  EXPECT_NE(show.find("Samplerate: 1000"), std::string::npos) << show;
+  EXPECT_NE(show.find("- DEMO_V: analog"), std::string::npos) << show;
+  // The demo's square wave on A0 comes back as +-10 V.
+  std::istringstream dump(run_command("sigrok-cli -i '" + sr + "' -O analog"));
+  int volts = 0;
+  for (std::string line; std::getline(dump, line);) {
+    if (line.rfind("DEMO_V: ", 0) != 0) continue;
+    EXPECT_NEAR(std::abs(std::stod(line.substr(8))), 10.0, 0.006) << line;
+    ++volts;
+  }
+  EXPECT_GT(volts, 300);
+  fs::remove_all(dir);
+}
+
 TEST(SigrokExport, ARunWithoutSamplesIsRefusedInOneLine) {
   const fs::path dir = fs::temp_directory_path() / ("ergon-sigrok-empty-" + std::to_string(::getpid()));
   fs::create_directories(dir);
