@@ -42,6 +42,18 @@ class HostProbeRecorder {
     outcome_.run_id = run_->run_id();
   }
 
+  ~HostProbeRecorder() {
+    // Reached without stop() only when recording threw: end the thread, keep nothing else.
+    stop_ = true;
+    try {
+      probe_->stop();
+    } catch (const Error&) {
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  HostProbeRecorder(const HostProbeRecorder&) = delete;
+  HostProbeRecorder& operator=(const HostProbeRecorder&) = delete;
+
   void start() {
     probe_->start();
     sync_now();
@@ -70,12 +82,14 @@ class HostProbeRecorder {
   }
 
   HostProbeOutcome stop(costdb::RunStatus board_status) {
+    // Stopping the probe first ends a read that waits for data (a library's session, a
+    // meter that went quiet); the thread then sees stop_ and takes that end as the normal one.
     stop_ = true;
-    if (thread_.joinable()) thread_.join();
     try {
       probe_->stop();
     } catch (const Error&) {
     }
+    if (thread_.joinable()) thread_.join();
     flush();
     outcome_.read_errors = probe_->read_errors();
     {
@@ -105,14 +119,15 @@ class HostProbeRecorder {
       try {
         probe_->read(samples);
       } catch (const Error& e) {
+        if (stop_) return;  // stopped under a waiting read
         std::lock_guard lock(mutex_);
         error_ = e.what();
         return;
       }
-      const auto edges = probes::ppk2_edges(*probe_);  // a PPK2's digital inputs; none for others
+      const auto edges = probes::take_ppk2_edges(*probe_);  // a PPK2's digital inputs; none for others
       std::lock_guard lock(mutex_);
       queue_.insert(queue_.end(), samples.begin(), samples.end());
-      for (; edges_taken_ < edges.size(); ++edges_taken_) edge_queue_.push_back(edges[edges_taken_]);
+      edge_queue_.insert(edge_queue_.end(), edges.begin(), edges.end());
     }
   }
 
@@ -126,7 +141,6 @@ class HostProbeRecorder {
   std::mutex mutex_;
   std::vector<probes::PowerSample> queue_;  ///< read, not yet written
   std::vector<probes::Ppk2Edge> edge_queue_;
-  std::size_t edges_taken_ = 0;  ///< on the probe's thread
   std::string error_;
 };
 

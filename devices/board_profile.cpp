@@ -70,8 +70,8 @@ class Registry {
     for (const auto& dir : board_search_dirs()) {
       std::error_code ec;
       std::vector<std::filesystem::path> files;
-      for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
-        if (entry.path().extension() == ".json") files.push_back(entry.path());
+      for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+        if (it->path().extension() == ".json") files.push_back(it->path());
       std::sort(files.begin(), files.end());
       for (const auto& path : files) {
         const std::string stem = path.stem().string();

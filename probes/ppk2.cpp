@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "common/error.h"
 
@@ -66,6 +67,13 @@ class SerialPort {
       done += static_cast<std::size_t>(n);
     }
   }
+  /// Reads and drops whatever arrives until the line is quiet for `quiet_ms`.
+  void drain(int quiet_ms) {
+    ::tcflush(fd_, TCIFLUSH);
+    uint8_t sink[4096];
+    for (int i = 0; i < 100 && read(sink, sizeof sink, quiet_ms) > 0; ++i) {
+    }
+  }
   /// Up to `max` bytes, waiting at most `timeout_ms`; 0 on a timeout. DeviceError when the
   /// port goes away (unplugged).
   std::size_t read(uint8_t* out, std::size_t max, int timeout_ms) {
@@ -101,6 +109,10 @@ class Ppk2Probe final : public Probe {
       throw InputError("probe '" + spec.text + "': at most 100000 samples a second, not " + std::to_string(rate_hz));
     window_ = std::max<uint32_t>(1, static_cast<uint32_t>(std::lround(kPpk2SampleRateHz / rate_hz)));
 
+    // A PPK2 left streaming by a killed client: stop it and drop what it sent, so neither the
+    // metadata nor the first sample word starts mid-stream.
+    port_.write({kPpk2AverageStop});
+    port_.drain(50);
     // Its metadata says it is a PPK2, and gives the calibration.
     port_.write({kPpk2GetMetadata});
     std::string text;
@@ -141,6 +153,7 @@ class Ppk2Probe final : public Probe {
     if (mode_ == Ppk2Mode::kSource)
       port_.write({kPpk2RegulatorSet, static_cast<uint8_t>(vdd_mv_ >> 8), static_cast<uint8_t>(vdd_mv_ & 0xFF)});
     port_.write({kPpk2DeviceRunningSet, 1});
+    port_.drain(0);
     port_.write({kPpk2AverageStart});
     running_ = true;
     t0_ns_ = clock_.now_ns();
@@ -172,7 +185,7 @@ class Ppk2Probe final : public Probe {
   }
 
   [[nodiscard]] uint64_t read_errors() const override { return lost_; }
-  [[nodiscard]] const std::vector<Ppk2Edge>& edges() const { return edges_; }
+  std::vector<Ppk2Edge> take_edges() { return std::exchange(edges_, {}); }
 
  private:
   int64_t time_of(uint64_t index) const { return t0_ns_ + static_cast<int64_t>(index) * 10'000; }
@@ -331,8 +344,8 @@ std::unique_ptr<Probe> open_ppk2_probe(const ProbeSpec& spec, double rate_hz, co
   return std::make_unique<Ppk2Probe>(spec, rate_hz, clock);
 }
 
-std::vector<Ppk2Edge> ppk2_edges(const Probe& probe) {
-  if (const auto* p = dynamic_cast<const Ppk2Probe*>(&probe)) return p->edges();
+std::vector<Ppk2Edge> take_ppk2_edges(Probe& probe) {
+  if (auto* p = dynamic_cast<Ppk2Probe*>(&probe)) return p->take_edges();
   return {};
 }
 

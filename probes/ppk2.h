@@ -78,7 +78,8 @@ struct Ppk2Edge {
 /// port that is not a PPK2 (no metadata within 2 s).
 std::unique_ptr<Probe> open_ppk2_probe(const ProbeSpec& spec, double rate_hz, const Clock& clock);
 
-/// The digital-input changes a PPK2 probe has seen since it started (empty for another probe).
-std::vector<Ppk2Edge> ppk2_edges(const Probe& probe);
+/// The digital-input changes a PPK2 probe has seen since this was last called (empty for
+/// another probe); called from the thread that reads the probe.
+std::vector<Ppk2Edge> take_ppk2_edges(Probe& probe);
 
 }  // namespace ergon::probes

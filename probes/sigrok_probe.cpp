@@ -93,6 +93,12 @@ class SigrokProbe final : public Probe {
     if (analog.empty()) {
       throw InputError("probe '" + spec.text + "': the " + driver_name_ + " device has no analog channels");
     }
+    // Each channel's own quantity serves a one-channel meter; with more, two of a kind would
+    // interleave as if they were successive samples: say which measures what.
+    if (asked.empty() && enabled_.size() > 1) {
+      throw InputError("probe '" + spec.text + "': the device has " + std::to_string(enabled_.size()) +
+                       " analog channels (" + analog + "): say which measures what with voltage=, current=, power=");
+    }
 
     check(sr_session_new(h_.context, &h_.session), "cannot create a session");
     check(sr_dev_open(h_.device), "cannot open the " + driver_name_ + " device");
@@ -185,7 +191,13 @@ class SigrokProbe final : public Probe {
       } else if (analog.meaning->mq == SR_MQ_VOLTAGE) {
         q = Quantity::kVoltage;
       } else {
-        continue;
+        // Its one channel measures something else (a temperature, a resistance).
+        std::lock_guard lock(mutex_);
+        if (error_.empty())
+          error_ = "the " + driver_name_ + " device's channel " + ch->name + " measures neither voltage, current nor power";
+        ended_ = true;
+        ready_.notify_all();
+        return;
       }
       auto& pending = pending_[static_cast<int>(q)];
       for (uint32_t i = 0; i < analog.num_samples; ++i)

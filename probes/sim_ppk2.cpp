@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <vector>
 
@@ -36,6 +37,9 @@ SimPpk2::SimPpk2(SimPpk2Options options) : options_(std::move(options)), cal_(re
   if (master_fd_ < 0 || ::grantpt(master_fd_) != 0 || ::unlockpt(master_fd_) != 0)
     throw DeviceError(std::string("cannot create a pty for the simulated PPK2: ") + std::strerror(errno));
   port_ = ::ptsname(master_fd_);
+  // Non-blocking: a client that stops reading must not stall the commands (AverageStop) or
+  // stop(); what does not fit is dropped, as a real PPK2 drops what USB cannot take.
+  ::fcntl(master_fd_, F_SETFL, ::fcntl(master_fd_, F_GETFL) | O_NONBLOCK);
   // Raw, and held open on this side so the pty outlives a client's close.
   slave_fd_ = ::open(port_.c_str(), O_RDWR | O_NOCTTY | O_CLOEXEC);
   termios t{};
@@ -132,10 +136,22 @@ void SimPpk2::run() {
       ++sent_;
     }
     std::size_t done = 0;
-    while (done < out.size() && !stop_) {
+    for (int tries = 0; done < out.size() && !stop_ && tries < 20; ++tries) {
       const ssize_t n = ::write(master_fd_, out.data() + done, out.size() - done);
-      if (n > 0) done += static_cast<std::size_t>(n);
-      else break;
+      if (n > 0) {
+        done += static_cast<std::size_t>(n);
+        continue;
+      }
+      pollfd w{master_fd_, POLLOUT, 0};
+      ::poll(&w, 1, 5);  // the client reads a little later, or the rest is dropped
+    }
+    // Whole samples only: a partial word would misframe every later one.
+    if (done % 4 != 0 && done < out.size()) {
+      const std::size_t rest = 4 - done % 4;
+      while (::write(master_fd_, out.data() + done, rest) < 0 && errno == EAGAIN && !stop_) {
+        pollfd w{master_fd_, POLLOUT, 0};
+        ::poll(&w, 1, 5);
+      }
     }
   }
 }

@@ -193,8 +193,10 @@ void RecordView::start_clicked() {
         const auto attributed = app::attribute_run(db, *run_id);
         message += QString(", run %1: %2 op costs attributed").arg(*run_id).arg(attributed.rows.size());
       }
-    } catch (const Error& e) {
-      message = e.what();
+    } catch (const std::exception& e) {
+      message = e.what();  // whatever it was, the tab must leave "recording"
+    } catch (...) {
+      message = "recording failed";
     }
     QMetaObject::invokeMethod(this, [this, run_id, message] { finished(run_id, message); }, Qt::QueuedConnection);
   });

@@ -245,6 +245,15 @@ TEST(RecordSession, ABoardWhoseDescriptorTheHostLacksIsRefusedWithWhereToPutIt) 
             std::string::npos)
       << h.session.error();
 
+  // A board type that looks like a path is a name nobody has: the host opens no file for it.
+  BoardProfile hostile = stranger;
+  hostile.name = "/dev/zero";
+  Harness refused(hostile, options);
+  refused.run(5);
+  ASSERT_EQ(refused.session.state(), SessionState::kFailed);
+  EXPECT_NE(refused.session.error().find("no board file of that name is known here"), std::string::npos)
+      << refused.session.error();
+
   // Told what it is (ergon record --board FILE), the host records it.
   RecordOptions told = options;
   told.expected_board = stranger;
