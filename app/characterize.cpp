@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <random>
 #include <span>
 
 #include "app/attribute.h"
@@ -26,8 +25,6 @@ namespace {
 using profiler::Phase;
 
 constexpr uint32_t kIdleUs = 200'000;
-
-bool is_microcontroller(const devices::BoardProfile& board) { return board.ram_bytes < (1U << 20); }
 
 uint64_t plan_windows(const devices::ProfilePlan& plan) {
   uint64_t n = 0;
@@ -178,21 +175,12 @@ std::vector<std::pair<profiler::OpShape, Phase>> microcontroller_grid(const devi
 }  // namespace
 
 devices::ProfilePlan characterization_plan(const devices::BoardProfile& board, uint32_t seed) {
-  if (is_microcontroller(board)) {
-    devices::ProfilePlan plan;
-    for (const auto& [shape, phase] : microcontroller_grid(board)) plan.ops.push_back({.shape = shape, .phase = phase});
-    std::mt19937 rng(seed);
-    std::shuffle(plan.ops.begin(), plan.ops.end(), rng);
-    uint32_t next_id = 1;
-    for (auto& op : plan.ops) {
-      op.op_id = next_id++;
-      op.idle_after_us = 100'000 / 4;
-      op.warmup_reps = 1;
-    }
-    plan.ops.insert(plan.ops.begin(), devices::PlannedOp{.op_id = next_id,
-                                                         .shape = profiler::idle(100'000),
-                                                         .phase = Phase::kIdle,
-                                                         .windows = 1});
+  devices::ProfilePlan plan;
+  uint32_t next_id = 1;
+  if (devices::is_microcontroller(board)) {
+    for (const auto& [shape, phase] : microcontroller_grid(board))
+      plan.ops.push_back({.op_id = next_id++, .shape = shape, .phase = phase});
+    devices::shuffle_between_idle(plan, seed, next_id, 100'000, 1);
     return plan;
   }
 
@@ -209,32 +197,19 @@ devices::ProfilePlan characterization_plan(const devices::BoardProfile& board, u
       if (std::find(group.begin(), group.end(), shape) == group.end()) group.push_back(shape);
     }
   }
-  devices::ProfilePlan plan;
   for (auto& [key, shapes] : groups) {
     std::sort(shapes.begin(), shapes.end(), [](const auto& a, const auto& b) {
       return a.flops != b.flops ? a.flops < b.flops : a.bytes_in + a.bytes_out < b.bytes_in + b.bytes_out;
     });
     std::vector<std::size_t> picks = {0, shapes.size() / 2, shapes.size() - 1};
     picks.erase(std::unique(picks.begin(), picks.end()), picks.end());
-    for (std::size_t i : picks) plan.ops.push_back({.shape = shapes[i], .phase = key.second});
+    for (std::size_t i : picks) plan.ops.push_back({.op_id = next_id++, .shape = shapes[i], .phase = key.second});
   }
   for (uint32_t bytes : {64U << 10, 256U << 10, 1U << 20, 4U << 20, 16U << 20})
     for (Phase phase : {Phase::kPageOut, Phase::kPageIn})
-      plan.ops.push_back({.shape = profiler::paging(bytes), .phase = phase});
-
-  std::mt19937 rng(seed);
-  std::shuffle(plan.ops.begin(), plan.ops.end(), rng);
-  uint32_t next_id = 1;
-  for (auto& op : plan.ops) {
-    op.op_id = next_id++;
-    op.idle_after_us = kIdleUs / 4;
-    op.warmup_reps = 1;  // each window follows an idle gap: one untimed run takes the cold start
-  }
-  // An idle window first gives the run its idle power.
-  plan.ops.insert(plan.ops.begin(), devices::PlannedOp{.op_id = next_id,
-                                                       .shape = profiler::idle(kIdleUs),
-                                                       .phase = Phase::kIdle,
-                                                       .windows = 1});
+      plan.ops.push_back({.op_id = next_id++, .shape = profiler::paging(bytes), .phase = phase});
+  // Each window follows an idle gap: one untimed run takes the cold start.
+  devices::shuffle_between_idle(plan, seed, next_id, kIdleUs, 1);
   return plan;
 }
 

@@ -34,7 +34,7 @@ CLI::Validator board_name_or_file() {
       [](std::string& text) -> std::string {
         // A descriptor file becomes its board's name: the rest of the command (and the
         // database) knows boards by name, and the file's board stays known by it.
-        if (text.find('/') == std::string::npos && !text.ends_with(".json")) return {};
+        if (!devices::is_board_file(text)) return {};
         try {
           text = devices::board_named(text).name;
         } catch (const InputError& e) {

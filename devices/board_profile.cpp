@@ -15,11 +15,6 @@ namespace {
 using profiler::OpKind;
 using profiler::Phase;
 
-bool looks_like_file(std::string_view name) {
-  return name.find('/') != std::string_view::npos ||
-         (name.size() > 5 && name.substr(name.size() - 5) == ".json");
-}
-
 /// The boards this process knows: the built-in descriptors, the user folders' files (one of
 /// the same name replaces a built-in), and files named on the command line. Built once, then
 /// grown by files loaded by path; guarded, since agents and recorders look boards up from
@@ -37,7 +32,7 @@ class Registry {
   }
 
   std::optional<BoardProfile> find(std::string_view name) {
-    if (looks_like_file(name)) return add(load_board_file(std::filesystem::path(std::string(name))));
+    if (is_board_file(name)) return add(load_board_file(std::filesystem::path(std::string(name))));
     std::lock_guard lock(mutex_);
     for (const auto& b : boards_)
       if (b.name == name) return b;
@@ -104,6 +99,10 @@ class Registry {
 };
 
 }  // namespace
+
+bool is_board_file(std::string_view name) {
+  return name.find('/') != std::string_view::npos || name.ends_with(".json");
+}
 
 std::vector<BoardProfile> board_profiles() { return Registry::get().all(); }
 

@@ -138,6 +138,9 @@ std::vector<std::string> board_file_problems();
 std::optional<BoardProfile> find_board(std::string_view name);
 /// A built-in kind's board; nullopt for kUnknown, kDescribed and the rest.
 std::optional<BoardProfile> find_board(BoardKind kind);
+/// Whether a --board value names a descriptor file rather than a board: it has a '/' or ends
+/// in .json.
+bool is_board_file(std::string_view name);
 /// "tx2, pi4, nrf52840, mkr1000", for error messages and --help.
 std::string board_names();
 /// find_board(name), or InputError "unknown board 'NAME' (known: tx2, pi4, ...; or a

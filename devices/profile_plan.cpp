@@ -4,16 +4,11 @@
 #include <random>
 
 namespace ergon::devices {
-namespace {
 
 using profiler::Phase;
 
 bool is_microcontroller(const BoardProfile& board) { return board.ram_bytes < (1U << 20); }
 
-/// Shuffles the plan's entries with `seed`, so slow drifts do not line up with op kinds, and
-/// puts an idle window (op `idle_id`) first and an idle gap of a quarter of it after every
-/// window: the host gets idle power all along the run, and can track its drift. Each window
-/// then starts with `warmup_reps` untimed runs.
 void shuffle_between_idle(ProfilePlan& plan, uint32_t seed, uint32_t idle_id, uint32_t idle_us,
                           uint16_t warmup_reps) {
   std::mt19937 rng(seed);
@@ -28,8 +23,6 @@ void shuffle_between_idle(ProfilePlan& plan, uint32_t seed, uint32_t idle_id, ui
     op.warmup_reps = warmup_reps;
   }
 }
-
-}  // namespace
 
 ProfilePlan default_profile_plan(const BoardProfile& board, uint32_t seed) {
   ProfilePlan plan;

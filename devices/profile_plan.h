@@ -31,6 +31,14 @@ struct ProfilePlan {
 /// forward and backward phases, page-in/page-out of several sizes and idle windows between
 /// ops. The order is shuffled with `seed` so slow drifts do not line up with op kinds.
 ProfilePlan default_profile_plan(const BoardProfile& board, uint32_t seed);
+/// A board under 1 MiB of RAM, running the Cortex-M firmware: its plans use small shapes.
+bool is_microcontroller(const BoardProfile& board);
+/// Shuffles the plan's entries with `seed`, so slow drifts do not line up with op kinds, and
+/// puts an idle window (op `idle_id`) first and an idle gap of a quarter of it after every
+/// window: the host gets idle power all along the run, and can track its drift. Each window
+/// then starts with `warmup_reps` untimed runs.
+void shuffle_between_idle(ProfilePlan& plan, uint32_t seed, uint32_t idle_id, uint32_t idle_us,
+                          uint16_t warmup_reps);
 
 /// A plan that measures the board's link to the host (protocol v6): transfers of three sizes
 /// each way (phases link-send and link-receive), three windows each, idle gaps between them

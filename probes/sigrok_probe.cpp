@@ -293,6 +293,4 @@ std::unique_ptr<Probe> open_sigrok_probe(const ProbeSpec& spec, double rate_hz, 
   return std::make_unique<SigrokProbe>(spec, rate_hz, clock);
 }
 
-bool sigrok_available() { return true; }
-
 }  // namespace ergon::probes

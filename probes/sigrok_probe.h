@@ -21,7 +21,4 @@ namespace ergon::probes {
 /// a driver or channel that does not exist, DeviceError for a device that cannot be opened.
 std::unique_ptr<Probe> open_sigrok_probe(const ProbeSpec& spec, double rate_hz, const Clock& clock);
 
-/// Whether this build has libsigrok.
-bool sigrok_available();
-
 }  // namespace ergon::probes

@@ -8,6 +8,4 @@ std::unique_ptr<Probe> open_sigrok_probe(const ProbeSpec& spec, double, const Cl
   throw DeviceError("probe '" + spec.text + "': this ergon was built without libsigrok (Debian libsigrok-dev)");
 }
 
-bool sigrok_available() { return false; }
-
 }  // namespace ergon::probes

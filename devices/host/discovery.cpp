@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "common/error.h"
+#include "probes/ppk2.h"
 
 namespace ergon::devices {
 namespace {
@@ -30,7 +31,7 @@ const Known kKnown[] = {
     {0x2A03, -1, DeviceRole::kBoard, "Arduino board", ""},
     {0x239A, 0x8029, DeviceRole::kBoard, "Adafruit Feather nRF52840", "nrf52840"},
     {0x239A, 0x0029, DeviceRole::kBootloader, "Adafruit Feather nRF52840 in its UF2 bootloader", "nrf52840"},
-    {0x1915, 0xC00A, DeviceRole::kPowerMeter, "Nordic Power Profiler Kit II", ""},
+    {probes::kPpk2UsbVendor, probes::kPpk2UsbProduct, DeviceRole::kPowerMeter, "Nordic Power Profiler Kit II", ""},
     {0x1915, 0x521F, DeviceRole::kBootloader, "Nordic nRF52840 Dongle in its DFU bootloader", "nrf52840"},
     {0x1915, -1, DeviceRole::kBoard, "Nordic nRF52 board", "nrf52840"},
     {0x1366, -1, DeviceRole::kBoard, "SEGGER J-Link (nRF52840 DK: its virtual COM port)", "nrf52840"},

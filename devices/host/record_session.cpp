@@ -302,8 +302,7 @@ void RecordSession::on_hello(const proto::Hello& msg, std::vector<uint8_t>& out)
     } else {
       try {
         // A name, never a path: what a board says must not make the host open files.
-        const bool name = !type.empty() && type.find('/') == std::string::npos && !type.ends_with(".json");
-        if (name) described = find_board(type);
+        if (!type.empty() && !is_board_file(type)) described = find_board(type);
       } catch (const InputError& e) {
         return fail(SessionState::kFailed, source_ + " is a '" + type + "' board: " + e.what());
       }
