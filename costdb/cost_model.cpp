@@ -23,16 +23,15 @@ class DerivedRows {
       : db_(database.impl()),
         board_kind_(board_kind),
         doing_(std::move(doing)),
-        mode_id_(db_.db,
+        mode_id_(db_,
                  "SELECT m.id FROM power_modes m JOIN boards b ON b.id = m.board_id "
-                 "WHERE b.kind = ?1 AND m.name = ?2 ORDER BY m.id LIMIT 1",
-                 db_.path) {
+                 "WHERE b.kind = ?1 AND m.name = ?2 ORDER BY m.id LIMIT 1") {
     if (db_.read_only) throw DatabaseError("database " + db_.path.string() + " is open read-only");
     db_.ensure_batch();
-    detail::Statement board_id(db_.db, "SELECT id FROM boards WHERE kind = ?1 ORDER BY id", db_.path);
+    detail::Statement board_id(db_, "SELECT id FROM boards WHERE kind = ?1 ORDER BY id");
     board_id.bind(1, std::string_view(board_kind));
     while (board_id.step(doing_)) boards_.push_back(board_id.column_int64(0));
-    detail::Statement clear(db_.db, "DELETE FROM " + std::string(table) + " WHERE board_id = ?1", db_.path);
+    detail::Statement clear(db_, "DELETE FROM " + std::string(table) + " WHERE board_id = ?1");
     for (int64_t id : boards_) {
       clear.bind(1, id);
       clear.run(doing_);
@@ -52,7 +51,7 @@ class DerivedRows {
     mode_id_.reset();
     return id;
   }
-  detail::Statement insert(const char* sql) { return detail::Statement(db_.db, sql, db_.path); }
+  detail::Statement insert(const char* sql) { return detail::Statement(db_, sql); }
   [[nodiscard]] const std::string& doing() const { return doing_; }
 
  private:
@@ -487,15 +486,23 @@ int rebuild_link_costs(Database& database, const std::string& board_kind) {
 
 std::vector<LinkCostFit> list_link_costs(Database& database, const std::optional<std::string>& board_kind) {
   auto& db = database.impl();
-  detail::Statement q(db.db,
-                      "SELECT b.kind, c.link, COALESCE(m.name, ''), c.direction, c.latency_s, "
-                      "c.bandwidth_bytes_per_s, c.energy_j_per_byte, COUNT(*), MAX(c.runs) "
+  detail::Statement q(db,
+                      // One row per (kind, link, mode, direction): the fit, which every size's
+                      // row repeats, taken from the row with the most runs.
+                      "SELECT kind, link, mode, direction, latency_s, bandwidth_bytes_per_s, "
+                      "energy_j_per_byte, sizes, runs FROM ("
+                      "SELECT b.kind AS kind, c.link AS link, COALESCE(m.name, '') AS mode, "
+                      "c.direction AS direction, c.latency_s AS latency_s, "
+                      "c.bandwidth_bytes_per_s AS bandwidth_bytes_per_s, "
+                      "c.energy_j_per_byte AS energy_j_per_byte, "
+                      "COUNT(*) OVER cell AS sizes, MAX(c.runs) OVER cell AS runs, "
+                      "ROW_NUMBER() OVER (PARTITION BY b.kind, c.link, m.name, c.direction "
+                      "ORDER BY c.runs DESC, c.bytes) AS pick "
                       "FROM link_costs c JOIN boards b ON b.id = c.board_id "
                       "LEFT JOIN power_modes m ON m.id = c.power_mode_id "
-                      "WHERE (?1 IS NULL OR b.kind = ?1) "
-                      "GROUP BY b.kind, c.link, m.name, c.direction "
-                      "ORDER BY b.kind, c.link, m.name, c.direction",
-                      db.path);
+                      "WHERE (CAST(?1 AS TEXT) IS NULL OR b.kind = ?1) "
+                      "WINDOW cell AS (PARTITION BY b.kind, c.link, m.name, c.direction)) fits "
+                      "WHERE pick = 1 ORDER BY kind, link, mode, direction");
   if (board_kind) q.bind(1, std::string_view(*board_kind));
   else q.bind_null(1);
   std::vector<LinkCostFit> out;

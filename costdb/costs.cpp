@@ -18,10 +18,9 @@ RunData load_run_data(Database& database, int64_t run_id) {
   RunData d;
   d.run = std::move(*run);
   {
-    detail::Statement q(db.db,
+    detail::Statement q(db,
                         "SELECT b.tick_hz, r.device_time_scale FROM runs r JOIN boards b ON b.id = r.board_id "
-                        "WHERE r.id = ?1",
-                        db.path);
+                        "WHERE r.id = ?1");
     q.bind(1, run_id);
     if (q.step(doing)) {
       d.tick_hz = q.column_uint64(0);
@@ -30,10 +29,9 @@ RunData load_run_data(Database& database, int64_t run_id) {
     q.reset();
   }
   {
-    detail::Statement q(db.db,
+    detail::Statement q(db,
                         "SELECT op_id, phase, begin_ticks, end_ticks, repetitions FROM op_spans "
-                        "WHERE run_id = ?1 ORDER BY begin_ticks, rowid",
-                        db.path);
+                        "WHERE run_id = ?1 ORDER BY begin_ticks, rowid");
     q.bind(1, run_id);
     while (q.step(doing)) {
       profiler::OpSpan s;
@@ -48,10 +46,9 @@ RunData load_run_data(Database& database, int64_t run_id) {
     }
   }
   {
-    detail::Statement q(db.db,
+    detail::Statement q(db,
                         "SELECT rail, t_ticks, bus_uv, current_ua, power_uw, flags "
-                        "FROM power_samples WHERE run_id = ?1",
-                        db.path);
+                        "FROM power_samples WHERE run_id = ?1");
     q.bind(1, run_id);
     while (q.step(doing)) {
       probes::PowerSample s;
@@ -67,10 +64,9 @@ RunData load_run_data(Database& database, int64_t run_id) {
                      [](const auto& a, const auto& b) { return a.t_ticks < b.t_ticks; });
   }
   {
-    detail::Statement q(db.db,
+    detail::Statement q(db,
                         "SELECT sync_id, host_tx_ns, device_rx_ticks, device_tx_ticks, host_rx_ns "
-                        "FROM sync_points WHERE run_id = ?1 ORDER BY rowid",
-                        db.path);
+                        "FROM sync_points WHERE run_id = ?1 ORDER BY rowid");
     q.bind(1, run_id);
     while (q.step(doing)) {
       SyncPoint p;
@@ -91,17 +87,26 @@ void replace_attribution(Database& database, int64_t run_id, const RunAttributio
   if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
   db.ensure_batch();
   const std::string doing = "cannot store the costs of run " + std::to_string(run_id);
-  detail::Statement clear(db.db, "DELETE FROM op_costs WHERE run_id = ?1", db.path);
+  detail::Statement clear(db, "DELETE FROM op_costs WHERE run_id = ?1");
   clear.bind(1, run_id);
   clear.run(doing);
   detail::Statement run_row(
-      db.db,
-      "INSERT OR REPLACE INTO run_attributions (run_id, clock_fitted, clock_drift_ppm, "
+      db,
+      "INSERT INTO run_attributions (run_id, clock_fitted, clock_drift_ppm, "
       "clock_residual_rms_ns, clock_residual_max_ns, clock_points_used, clock_points_total, "
       "clock_note, sample_period_s, idle_power_w, idle_power_sigma_w, idle_samples, "
       "samples_flagged, windows, windows_uncovered) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-      db.path);
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15) "
+      "ON CONFLICT (run_id) DO UPDATE SET clock_fitted = excluded.clock_fitted, "
+      "clock_drift_ppm = excluded.clock_drift_ppm, "
+      "clock_residual_rms_ns = excluded.clock_residual_rms_ns, "
+      "clock_residual_max_ns = excluded.clock_residual_max_ns, "
+      "clock_points_used = excluded.clock_points_used, "
+      "clock_points_total = excluded.clock_points_total, clock_note = excluded.clock_note, "
+      "sample_period_s = excluded.sample_period_s, idle_power_w = excluded.idle_power_w, "
+      "idle_power_sigma_w = excluded.idle_power_sigma_w, idle_samples = excluded.idle_samples, "
+      "samples_flagged = excluded.samples_flagged, windows = excluded.windows, "
+      "windows_uncovered = excluded.windows_uncovered");
   run_row.bind(1, run_id);
   run_row.bind(2, int64_t{summary.clock_fitted ? 1 : 0});
   run_row.bind(3, summary.clock_drift_ppm);
@@ -119,10 +124,9 @@ void replace_attribution(Database& database, int64_t run_id, const RunAttributio
   run_row.bind(15, int64_t{summary.windows_uncovered});
   run_row.run(doing);
   detail::Statement insert(
-      db.db,
+      db,
       "INSERT INTO op_costs (run_id, op_id, phase, time_s, time_s_stddev, gross_energy_j, "
-      "net_energy_j, energy_j_stddev, sample_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-      db.path);
+      "net_energy_j, energy_j_stddev, sample_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
   for (const OpCostRow& r : rows) {
     const std::string phase(profiler::to_string(r.phase));
     insert.bind(1, run_id);
@@ -149,12 +153,11 @@ void replace_attribution(Database& database, int64_t run_id, const RunAttributio
 std::optional<RunAttributionRow> find_attribution(Database& database, int64_t run_id) {
   auto& db = database.impl();
   detail::Statement q(
-      db.db,
+      db,
       "SELECT clock_fitted, clock_drift_ppm, clock_residual_rms_ns, clock_residual_max_ns, "
       "clock_points_used, clock_points_total, clock_note, sample_period_s, idle_power_w, "
       "idle_power_sigma_w, idle_samples, samples_flagged, windows, windows_uncovered "
-      "FROM run_attributions WHERE run_id = ?1",
-      db.path);
+      "FROM run_attributions WHERE run_id = ?1");
   q.bind(1, run_id);
   if (!q.step("cannot read the attribution of run " + std::to_string(run_id))) return std::nullopt;
   RunAttributionRow r;
@@ -181,7 +184,7 @@ std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std
                                      const std::optional<std::string>& power_mode) {
   auto& db = database.impl();
   detail::Statement q(
-      db.db,
+      db,
       "SELECT c.run_id, c.op_id, c.phase, c.time_s, c.time_s_stddev, c.gross_energy_j, "
       "c.net_energy_j, c.energy_j_stddev, c.sample_count, b.kind, b.name, s.kind, s.dims, "
       "s.flops, s.bytes_in, s.bytes_out, m.name, r.plan, r.link "
@@ -189,10 +192,11 @@ std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std
       "LEFT JOIN power_modes m ON m.id = r.power_mode_id "
       "LEFT JOIN run_ops o ON o.run_id = c.run_id AND o.op_id = c.op_id "
       "LEFT JOIN op_shapes s ON s.id = o.shape_id "
-      "WHERE (?1 IS NULL OR b.kind = ?1) AND (?2 IS NULL OR c.run_id = ?2) "
-      "AND (?3 IS NULL OR m.name = ?3) "
-      "ORDER BY b.kind, b.name, c.run_id, c.op_id, c.phase",
-      db.path);
+      // Typed where a parameter is first met (PostgreSQL cannot guess the type of a NULL).
+      "WHERE (CAST(?1 AS TEXT) IS NULL OR b.kind = ?1) "
+      "AND (CAST(?2 AS BIGINT) IS NULL OR c.run_id = ?2) "
+      "AND (CAST(?3 AS TEXT) IS NULL OR m.name = ?3) "
+      "ORDER BY b.kind, b.name, c.run_id, c.op_id, c.phase");
   if (board_kind) q.bind(1, std::string_view(*board_kind));
   else q.bind_null(1);
   if (run_id) q.bind(2, *run_id);
@@ -245,10 +249,11 @@ std::vector<MeasuredBoard> measured_boards(Database& db) {
 
 std::optional<double> measured_mode_switch_s(Database& database, const std::string& board_kind) {
   auto& db = database.impl();
-  detail::Statement q(db.db,
-                      "SELECT max(json_extract(m.params_json, '$.switch_ns')) FROM power_modes m "
-                      "JOIN boards b ON b.id = m.board_id WHERE b.kind = ?1",
-                      db.path);
+  // The JSON functions are each engine's own.
+  const char* switch_ns = db.postgres() ? "(m.params_json::jsonb ->> 'switch_ns')::bigint"
+                                        : "json_extract(m.params_json, '$.switch_ns')";
+  detail::Statement q(db, std::string("SELECT max(") + switch_ns + ") FROM power_modes m "
+                      "JOIN boards b ON b.id = m.board_id WHERE b.kind = ?1");
   q.bind(1, std::string_view(board_kind));
   std::optional<double> out;
   if (q.step("cannot read the power modes of " + board_kind) && !q.column_is_null(0))

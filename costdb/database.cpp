@@ -29,6 +29,7 @@ constexpr const char* kWriterPragmas =
 
 std::unique_ptr<Database::Impl> open_impl(const std::filesystem::path& path, bool read_only,
                                           bool any_version = false) {
+  if (is_postgres_locator(path.string())) return detail::open_postgres(path.string(), read_only, any_version);
   auto impl = std::make_unique<Database::Impl>();
   impl->path = path;
   impl->read_only = read_only;
@@ -96,31 +97,168 @@ void exec(sqlite3* db, const char* sql, const std::filesystem::path& path, std::
   if (rc != SQLITE_OK) throw_sqlite(db, rc, path, doing);
 }
 
-Statement::Statement(sqlite3* db, std::string_view sql, const std::filesystem::path& path)
-    : db_(db), path_(&path) {
-  const int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
+void exec(Database::Impl& db, const std::string& sql, std::string_view doing) {
+  if (!db.postgres()) {
+    exec(db.db, sql.c_str(), db.path, doing);
+    return;
+  }
+  postgres_exec(db, sql.c_str(), doing);
+}
+
+Statement::Statement(Database::Impl& db, std::string_view sql) : db_(&db) {
+  if (db.postgres()) {
+    pg_sql_ = postgres_parameters(sql);
+    return;
+  }
+  const int rc = sqlite3_prepare_v3(db.db, sql.data(), static_cast<int>(sql.size()),
                                     SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
-  if (rc != SQLITE_OK) throw_sqlite(db, rc, path, "cannot prepare a statement");
+  if (rc != SQLITE_OK) throw_sqlite(db.db, rc, db.path, "cannot prepare a statement");
+}
+
+Statement& Statement::operator=(Statement&& other) noexcept {
+  if (this != &other) {
+    sqlite3_finalize(stmt_);
+    if (pg_result_ != nullptr) PQclear(pg_result_);
+    stmt_ = std::exchange(other.stmt_, nullptr);
+    db_ = std::exchange(other.db_, nullptr);
+    changes_ = other.changes_;
+    pg_sql_ = std::move(other.pg_sql_);
+    pg_params_ = std::move(other.pg_params_);
+    pg_result_ = std::exchange(other.pg_result_, nullptr);
+    pg_row_ = other.pg_row_;
+  }
+  return *this;
+}
+
+Statement::~Statement() {
+  sqlite3_finalize(stmt_);
+  if (pg_result_ != nullptr) PQclear(pg_result_);
+}
+
+void Statement::bind(int index, int64_t value) {
+  if (stmt_ != nullptr) {
+    sqlite3_bind_int64(stmt_, index, value);
+    return;
+  }
+  PgParam& p = pg_param(index);
+  p.value = std::to_string(value);
+  p.type = 20;  // int8
+  p.binary = false;
+}
+
+void Statement::bind(int index, std::string_view text) {
+  if (stmt_ != nullptr) {
+    sqlite3_bind_text(stmt_, index, text.data(), static_cast<int>(text.size()), SQLITE_STATIC);
+    return;
+  }
+  PgParam& p = pg_param(index);
+  p.value = std::string(text);
+  p.type = 0;  // inferred: text where compared with text
+  p.binary = false;
+}
+
+void Statement::bind(int index, double value) {
+  if (stmt_ != nullptr) {
+    sqlite3_bind_double(stmt_, index, value);
+    return;
+  }
+  PgParam& p = pg_param(index);
+  p.value = postgres_double_text(value);
+  p.type = 701;  // float8
+  p.binary = false;
+}
+
+void Statement::bind_blob(int index, const void* data, std::size_t size) {
+  if (stmt_ != nullptr) {
+    sqlite3_bind_blob(stmt_, index, data, static_cast<int>(size), SQLITE_STATIC);
+    return;
+  }
+  PgParam& p = pg_param(index);
+  p.value = std::string(static_cast<const char*>(data), size);
+  p.type = 17;  // bytea
+  p.binary = true;
+}
+
+void Statement::bind_null(int index) {
+  if (stmt_ != nullptr) {
+    sqlite3_bind_null(stmt_, index);
+    return;
+  }
+  PgParam& p = pg_param(index);
+  p.value.reset();
+  p.type = 0;
+  p.binary = false;
 }
 
 bool Statement::step(std::string_view doing) {
+  if (stmt_ == nullptr) {
+    if (pg_result_ == nullptr) pg_execute(doing);
+    ++pg_row_;
+    if (pg_row_ < PQntuples(pg_result_)) return true;
+    reset();
+    return false;
+  }
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) {
+    changes_ = sqlite3_changes(db_->db);
     sqlite3_reset(stmt_);
     return false;
   }
   // The message belongs to the failed step; read it before reset can touch it.
-  const int code = sqlite3_extended_errcode(db_);
-  std::string reason = sqlite3_errmsg(db_);
+  const int code = sqlite3_extended_errcode(db_->db);
+  std::string reason = sqlite3_errmsg(db_->db);
   sqlite3_reset(stmt_);
   const int primary = code & 0xff;
-  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) throw_sqlite(db_, code, *path_, doing);
-  std::string message = "database " + path_->string() + ": ";
-  message.append(doing);
-  message += ": ";
-  message += reason;
-  throw DatabaseError(message);
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) throw_sqlite(db_->db, code, db_->path, doing);
+  throw DatabaseError(db_->message(doing, reason));
+}
+
+void Statement::reset() {
+  if (stmt_ != nullptr) {
+    sqlite3_reset(stmt_);
+    return;
+  }
+  if (pg_result_ != nullptr) PQclear(pg_result_);
+  pg_result_ = nullptr;
+  pg_row_ = -1;
+}
+
+int64_t Statement::column_int64(int col) const {
+  if (stmt_ != nullptr) return sqlite3_column_int64(stmt_, col);
+  return parse_postgres_int64(column_text(col));
+}
+
+bool Statement::column_is_null(int col) const {
+  if (stmt_ != nullptr) return sqlite3_column_type(stmt_, col) == SQLITE_NULL;
+  return PQgetisnull(pg_result_, pg_row_, col) != 0;
+}
+
+double Statement::column_double(int col) const {
+  if (stmt_ != nullptr) return sqlite3_column_double(stmt_, col);
+  return parse_postgres_double(column_text(col));
+}
+
+std::vector<uint8_t> Statement::column_blob(int col) const {
+  if (stmt_ != nullptr) {
+    const auto* data = static_cast<const uint8_t*>(sqlite3_column_blob(stmt_, col));
+    const auto size = static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col));
+    return data == nullptr ? std::vector<uint8_t>{} : std::vector<uint8_t>(data, data + size);
+  }
+  if (column_is_null(col)) return {};
+  return parse_postgres_bytea(column_text(col));
+}
+
+std::string_view Statement::column_text(int col) const {
+  if (stmt_ != nullptr) {
+    const auto* text = sqlite3_column_text(stmt_, col);
+    if (text == nullptr) return {};
+    return {reinterpret_cast<const char*>(text),
+            static_cast<std::size_t>(sqlite3_column_bytes(stmt_, col))};
+  }
+  if (PQgetisnull(pg_result_, pg_row_, col) != 0) return {};
+  return {PQgetvalue(pg_result_, pg_row_, col),
+          static_cast<std::size_t>(PQgetlength(pg_result_, pg_row_, col))};
 }
 
 std::optional<RunStatus> run_status_from_string(std::string_view text) {
@@ -140,6 +278,19 @@ std::optional<RunPlan> run_plan_from_string(std::string_view text) {
 }  // namespace detail
 
 Database::Impl::~Impl() {
+  if (pg != nullptr) {
+    try {
+      if (!read_only && in_batch()) {
+        flush_copies();
+        PQclear(PQexec(pg, PQtransactionStatus(pg) == PQTRANS_INERROR ? "ROLLBACK" : "COMMIT"));
+      }
+    } catch (const std::exception&) {
+      // A lost connection: what was not committed is gone, as after a crash.
+    }
+    for (detail::CopyBuffer* copy : copies) copy->detach();
+    PQfinish(pg);
+    return;
+  }
   if (db == nullptr) return;
   if (!read_only && in_batch()) {
     if (sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
@@ -150,9 +301,35 @@ Database::Impl::~Impl() {
   sqlite3_close_v2(db);
 }
 
+bool Database::Impl::in_batch() const {
+  if (pg != nullptr) return PQtransactionStatus(pg) != PQTRANS_IDLE;
+  return sqlite3_get_autocommit(db) == 0;
+}
+
 void Database::Impl::ensure_batch() {
   if (read_only || in_batch()) return;
-  detail::exec(db, "BEGIN IMMEDIATE", path, "cannot start a write batch");
+  detail::exec(*this, postgres() ? "BEGIN" : "BEGIN IMMEDIATE", "cannot start a write batch");
+}
+
+void Database::Impl::commit_batch() {
+  if (read_only) return;
+  if (in_batch()) {
+    flush_copies();
+    detail::exec(*this, "COMMIT", "cannot commit a batch");
+  }
+  ensure_batch();
+}
+
+void Database::Impl::flush_copies() {
+  for (detail::CopyBuffer* copy : copies) copy->flush();
+}
+
+std::string Database::Impl::message(std::string_view doing, std::string_view reason) const {
+  std::string out = "database " + path.string() + ": ";
+  out.append(doing);
+  out += ": ";
+  out.append(reason);
+  return out;
 }
 
 Database::Database(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -176,14 +353,17 @@ int Database::schema_version() const { return impl_->version; }
 
 const std::filesystem::path& Database::path() const { return impl_->path; }
 
-void Database::commit_batch() {
-  if (impl_->read_only) return;
-  if (impl_->in_batch()) detail::exec(impl_->db, "COMMIT", impl_->path, "cannot commit a batch");
-  impl_->ensure_batch();
-}
+void Database::commit_batch() { impl_->commit_batch(); }
+
+bool Database::is_postgres() const { return impl_->postgres(); }
 
 std::string Database::integrity_check() {
-  detail::Statement check(impl_->db, "PRAGMA integrity_check", impl_->path);
+  if (impl_->postgres()) {
+    throw InputError("database " + impl_->path.string() +
+                     ": an integrity check is SQLite's; PostgreSQL checks its own pages "
+                     "(pg_amcheck checks them on demand)");
+  }
+  detail::Statement check(*impl_, "PRAGMA integrity_check");
   std::string result;
   while (check.step("cannot check integrity")) {
     if (!result.empty()) result += '\n';

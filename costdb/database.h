@@ -19,15 +19,22 @@ namespace ergon::costdb {
 /// older files up to it; a newer file is refused with DatabaseError.
 inline constexpr int kSchemaVersion = 10;
 
-/// An open SQLite cost database (WAL, one writer). Not thread-safe: use it from one thread.
-/// Writes go into a batch (one transaction) that commit_batch() makes durable; a process
-/// killed between commits loses only the uncommitted batch and leaves a valid file.
+/// True when a --db value names a PostgreSQL database rather than an SQLite file:
+/// postgresql://user@host/db (or postgres://), or libpq's keyword=value form such as
+/// "service=lab" or "host=/run/postgresql dbname=ergon".
+bool is_postgres_locator(std::string_view locator);
+
+/// An open cost database: an SQLite file (WAL, one writer; the embedded default) or a
+/// PostgreSQL database (a lab's shared one, many writers). Not thread-safe: use it from one
+/// thread. Writes go into a batch (one transaction) that commit_batch() makes durable; a
+/// process killed between commits loses only the uncommitted batch and leaves a valid database.
 class Database {
  public:
-  /// Opens or creates the file and migrates it to kSchemaVersion.
-  /// Throws DatabaseError (one line naming the path) when it cannot.
+  /// Opens or creates the file (or connects to the PostgreSQL database, which must exist) and
+  /// migrates it to kSchemaVersion. Throws DatabaseError (one line naming the path) when it
+  /// cannot.
   static Database open(const std::filesystem::path& path);
-  /// Opens an existing file without migrating or writing; for listing and export.
+  /// Opens an existing database without migrating or writing; for listing and export.
   static Database open_read_only(const std::filesystem::path& path);
 
   Database(Database&&) noexcept;
@@ -37,12 +44,17 @@ class Database {
   [[nodiscard]] int schema_version() const;
   /// The schema version a file is at (0: not an ergon database), read without writing.
   [[nodiscard]] static int file_schema_version(const std::filesystem::path& path);
+  /// The file, or the PostgreSQL locator without its password.
   [[nodiscard]] const std::filesystem::path& path() const;
 
   /// Makes every write since the last commit durable and opens the next batch.
   void commit_batch();
 
-  /// Result of PRAGMA integrity_check: "ok" for a sound file.
+  /// True for a PostgreSQL database.
+  [[nodiscard]] bool is_postgres() const;
+
+  /// Result of PRAGMA integrity_check: "ok" for a sound file. Throws InputError on
+  /// PostgreSQL, which checks its own pages.
   [[nodiscard]] std::string integrity_check();
 
   struct Impl;

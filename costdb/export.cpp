@@ -147,7 +147,7 @@ class CsvFile {
 void export_table(Database::Impl& db, int64_t run_id, const std::filesystem::path& file,
                   std::string_view header, std::initializer_list<Column> columns,
                   std::string_view sql) {
-  detail::Statement query(db.db, sql, db.path);
+  detail::Statement query(db, sql);
   query.bind(1, run_id);
   CsvFile csv(file);
   csv.raw(header);
@@ -173,15 +173,24 @@ void export_table(Database::Impl& db, int64_t run_id, const std::filesystem::pat
 
 std::vector<RunSummary> list_runs(Database& db) {
   Database::Impl& impl = db.impl();
-  detail::Statement query(impl.db, run_summary_sql("0", "ORDER BY r.id"), impl.path);
+  detail::Statement query(impl, run_summary_sql("0", "ORDER BY r.id"));
   std::vector<RunSummary> runs;
   while (query.step("cannot list runs")) runs.push_back(read_summary(query, impl.path));
 
-  // One pass over every sample (a GROUP BY would sort them all). Rows of a run are mostly
-  // contiguous, so the last run found is checked first.
   std::unordered_map<int64_t, std::size_t> index_of;
   for (std::size_t i = 0; i < runs.size(); ++i) index_of.emplace(runs[i].id, i);
-  detail::Statement scan(impl.db, "SELECT run_id FROM power_samples", impl.path);
+  if (impl.postgres()) {
+    // The server counts (a hash aggregate) rather than send every sample's run id over.
+    detail::Statement counts(impl, "SELECT run_id, COUNT(*) FROM power_samples GROUP BY run_id");
+    while (counts.step("cannot count samples")) {
+      const auto found = index_of.find(counts.column_int64(0));
+      if (found != index_of.end()) runs[found->second].samples = counts.column_uint64(1);
+    }
+    return runs;
+  }
+  // One pass over every sample (a GROUP BY would sort them all). Rows of a run are mostly
+  // contiguous, so the last run found is checked first.
+  detail::Statement scan(impl, "SELECT run_id FROM power_samples");
   int64_t last_id = 0;
   uint64_t* last_count = nullptr;
   while (scan.step("cannot count samples")) {
@@ -200,10 +209,9 @@ std::vector<RunSummary> list_runs(Database& db) {
 std::optional<RunSummary> find_run(Database& db, int64_t run_id) {
   Database::Impl& impl = db.impl();
   detail::Statement query(
-      impl.db,
+      impl,
       run_summary_sql("(SELECT COUNT(*) FROM power_samples p WHERE p.run_id = r.id)",
-                      "WHERE r.id = ?1"),
-      impl.path);
+                      "WHERE r.id = ?1"));
   query.bind(1, run_id);
   const std::string doing = "cannot read run " + std::to_string(run_id);
   if (!query.step(doing)) return std::nullopt;
@@ -214,8 +222,7 @@ std::optional<RunSummary> find_run(Database& db, int64_t run_id) {
 
 std::vector<RunEvent> list_events(Database& db, int64_t run_id) {
   Database::Impl& impl = db.impl();
-  detail::Statement q(impl.db, "SELECT host_ns, kind, text FROM run_events WHERE run_id = ?1 ORDER BY rowid",
-                      impl.path);
+  detail::Statement q(impl, "SELECT host_ns, kind, text FROM run_events WHERE run_id = ?1 ORDER BY rowid");
   q.bind(1, run_id);
   std::vector<RunEvent> out;
   while (q.step("cannot read the events of run " + std::to_string(run_id)))
@@ -225,10 +232,9 @@ std::vector<RunEvent> list_events(Database& db, int64_t run_id) {
 
 std::vector<probes::Rail> list_rails(Database& db, int64_t run_id) {
   Database::Impl& impl = db.impl();
-  detail::Statement q(impl.db,
+  detail::Statement q(impl,
                       "SELECT p.rail_id, p.name FROM runs r JOIN probes p ON p.board_id = r.board_id "
-                      "WHERE r.id = ?1 ORDER BY p.rail_id",
-                      impl.path);
+                      "WHERE r.id = ?1 ORDER BY p.rail_id");
   q.bind(1, run_id);
   std::vector<probes::Rail> out;
   while (q.step("cannot read the rails of run " + std::to_string(run_id)))
@@ -243,7 +249,7 @@ void set_power_run(Database& db, int64_t run_id, int64_t logger_run_id) {
   if (run_id == logger_run_id)
     throw InputError("run " + std::to_string(run_id) + " cannot be its own power logger");
   Database::Impl& impl = db.impl();
-  detail::Statement q(impl.db, "UPDATE runs SET power_run_id = ?2 WHERE id = ?1", impl.path);
+  detail::Statement q(impl, "UPDATE runs SET power_run_id = ?2 WHERE id = ?1");
   q.bind(1, run_id);
   q.bind(2, logger_run_id);
   q.step("cannot link run " + std::to_string(run_id) + " to its power logger");
@@ -252,7 +258,7 @@ void set_power_run(Database& db, int64_t run_id, int64_t logger_run_id) {
 void export_run_csv(Database& db, int64_t run_id, const std::filesystem::path& dir) {
   Database::Impl& impl = db.impl();
   {
-    detail::Statement exists(impl.db, "SELECT 1 FROM runs WHERE id = ?1", impl.path);
+    detail::Statement exists(impl, "SELECT 1 FROM runs WHERE id = ?1");
     exists.bind(1, run_id);
     if (!exists.step("cannot read run " + std::to_string(run_id))) {
       throw InputError("no run " + std::to_string(run_id) + " in database " + impl.path.string());

@@ -83,12 +83,11 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
   if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
   db.ensure_batch();
   const std::string doing = "cannot store a plan";
-  detail::Statement board(db.db,
+  detail::Statement board(db,
                           "INSERT INTO boards (kind, name, tick_hz, ram_bytes, first_seen_ns) "
                           "VALUES (?1, ?2, 0, 0, ?3) "
                           "ON CONFLICT (kind, name) DO UPDATE SET kind = excluded.kind "
-                          "RETURNING id",
-                          db.path);
+                          "RETURNING id");
   board.bind(1, std::string_view(plan.board_kind));
   board.bind(2, std::string_view(""));  // the board kind's row: a plan is of a kind, not of one board
   board.bind(3, plan.created_at_ns);
@@ -97,13 +96,12 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
   board.run(doing);
 
   detail::Statement insert(
-      db.db,
+      db,
       "INSERT INTO plans (model, board_id, budget_bytes, deadline_s, planner, status, "
       "objective_j, bound_j, solve_time_s, schedule, created_at_ns, objective, graph_digest, "
       "gap, energy_j, time_s, paging_time_s, peak_bytes, power_mode, cost_source) "
       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) "
-      "RETURNING id",
-      db.path);
+      "RETURNING id");
   insert.bind(1, std::string_view(plan.model));
   insert.bind(2, board_id);
   insert.bind(3, plan.budget_bytes);
@@ -135,11 +133,10 @@ void update_plan_answer(Database& database, const PlanRow& plan) {
   if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
   db.ensure_batch();
   const std::string doing = "cannot update plan " + std::to_string(plan.id);
-  detail::Statement update(db.db,
+  detail::Statement update(db,
                            "UPDATE plans SET status = ?2, objective_j = ?3, bound_j = ?4, gap = ?5, "
                            "energy_j = ?6, time_s = ?7, paging_time_s = ?8, peak_bytes = ?9, schedule = ?10 "
-                           "WHERE id = ?1",
-                           db.path);
+                           "WHERE id = ?1");
   update.bind(1, plan.id);
   update.bind(2, std::string_view(plan.status));
   bind_opt(update, 3, plan.objective_j);
@@ -151,7 +148,7 @@ void update_plan_answer(Database& database, const PlanRow& plan) {
   bind_opt(update, 9, plan.peak_bytes);
   bind_schedule(update, 10, plan.schedule);
   update.run(doing);
-  if (sqlite3_changes(db.db) != 1) throw DatabaseError("database " + db.path.string() + ": " + doing + ": no such plan");
+  if (update.changes() != 1) throw DatabaseError("database " + db.path.string() + ": " + doing + ": no such plan");
 }
 
 int64_t add_validation(Database& database, const ValidationRow& v) {
@@ -159,11 +156,10 @@ int64_t add_validation(Database& database, const ValidationRow& v) {
   if (db.read_only) throw DatabaseError("database " + db.path.string() + " is open read-only");
   db.ensure_batch();
   detail::Statement insert(
-      db.db,
+      db,
       "INSERT INTO validations (plan_id, run_id, predicted_energy_j, measured_energy_j, "
       "predicted_time_s, measured_time_s, predicted_peak_bytes, measured_peak_bytes) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
-      db.path);
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id");
   insert.bind(1, v.plan_id);
   insert.bind(2, v.run_id);
   bind_opt(insert, 3, v.predicted_energy_j);
@@ -183,10 +179,9 @@ int64_t add_validation(Database& database, const ValidationRow& v) {
 
 std::vector<ValidationRow> list_validations(Database& database) {
   auto& db = database.impl();
-  detail::Statement q(db.db,
+  detail::Statement q(db,
                       "SELECT plan_id, run_id, predicted_energy_j, measured_energy_j, predicted_time_s, "
-                      "measured_time_s, predicted_peak_bytes, measured_peak_bytes FROM validations ORDER BY id",
-                      db.path);
+                      "measured_time_s, predicted_peak_bytes, measured_peak_bytes FROM validations ORDER BY id");
   std::vector<ValidationRow> out;
   while (q.step("cannot read validations")) {
     ValidationRow v;
@@ -209,14 +204,13 @@ std::optional<PlanRow> find_plan(Database& database, const std::string& graph_di
                                  uint64_t budget_bytes, std::optional<double> deadline_s) {
   auto& db = database.impl();
   const bool no_deadline = !deadline_s || !std::isfinite(*deadline_s);
-  detail::Statement q(db.db,
+  detail::Statement q(db,
                       std::string("SELECT ") + kColumns +
                           " FROM plans p JOIN boards b ON b.id = p.board_id "
                           "WHERE p.graph_digest = ?1 AND p.planner = ?2 AND p.objective = ?3 "
                           "AND p.budget_bytes = ?4 AND " +
                           (no_deadline ? "p.deadline_s IS NULL" : "p.deadline_s = ?5") +
-                          " ORDER BY p.id DESC LIMIT 1",
-                      db.path);
+                          " ORDER BY p.id DESC LIMIT 1");
   q.bind(1, std::string_view(graph_digest));
   q.bind(2, std::string_view(planner));
   q.bind(3, std::string_view(objective));
@@ -231,10 +225,9 @@ std::optional<PlanRow> find_plan(Database& database, const std::string& graph_di
 
 std::optional<PlanRow> find_plan_by_id(Database& database, int64_t plan_id) {
   auto& db = database.impl();
-  detail::Statement q(db.db,
+  detail::Statement q(db,
                       std::string("SELECT ") + kColumns +
-                          " FROM plans p JOIN boards b ON b.id = p.board_id WHERE p.id = ?1",
-                      db.path);
+                          " FROM plans p JOIN boards b ON b.id = p.board_id WHERE p.id = ?1");
   q.bind(1, plan_id);
   if (!q.step("cannot read plan " + std::to_string(plan_id))) return std::nullopt;
   PlanRow row = read_plan(q);
@@ -244,12 +237,11 @@ std::optional<PlanRow> find_plan_by_id(Database& database, int64_t plan_id) {
 
 std::vector<PlanRow> list_plans(Database& database, const std::string& graph_digest) {
   auto& db = database.impl();
-  detail::Statement q(db.db,
+  detail::Statement q(db,
                       std::string("SELECT ") + kColumns +
                           " FROM plans p JOIN boards b ON b.id = p.board_id " +
                           (graph_digest.empty() ? "" : "WHERE p.graph_digest = ?1 ") +
-                          "ORDER BY p.planner, p.budget_bytes, p.id",
-                      db.path);
+                          "ORDER BY p.planner, p.budget_bytes, p.id");
   if (!graph_digest.empty()) q.bind(1, std::string_view(graph_digest));
   std::vector<PlanRow> rows;
   while (q.step("cannot read plans")) rows.push_back(read_plan(q));

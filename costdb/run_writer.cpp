@@ -59,16 +59,20 @@ struct RunWriter::Impl {
   detail::Statement event_insert;
   detail::Statement run_update;
   std::array<detail::Statement, kMaxSampleRows + 1> sample_inserts;  ///< index: rows
+  // PostgreSQL: samples and spans go in by COPY; samples are numbered in arrival order.
+  std::unique_ptr<detail::CopyBuffer> sample_copy;
+  std::unique_ptr<detail::CopyBuffer> span_copy;
+  int64_t next_sample_rowid = 0;
 
   detail::Statement& prepared(detail::Statement& stmt, std::string_view sql) {
-    if (!stmt) stmt = detail::Statement(db->db, sql, db->path);
+    if (!stmt) stmt = detail::Statement(*db, sql);
     return stmt;
   }
 
   /// Prepares on first use; ?1 is bound to the run id once and stays bound across resets.
   detail::Statement& prepared_for_run(detail::Statement& stmt, std::string_view sql) {
     if (!stmt) {
-      stmt = detail::Statement(db->db, sql, db->path);
+      stmt = detail::Statement(*db, sql);
       stmt.bind(1, run_id);
     }
     return stmt;
@@ -88,13 +92,12 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
 
   const std::string doing_board = "cannot record board " + board.kind + " " + board.name;
   detail::Statement board_upsert(
-      db.db,
+      db,
       "INSERT INTO boards (kind, name, firmware_version, tick_hz, ram_bytes, first_seen_ns) "
       "VALUES (?1, ?2, ?3, ?4, ?5, ?6) "
       "ON CONFLICT (kind, name) DO UPDATE SET firmware_version = excluded.firmware_version, "
       "tick_hz = excluded.tick_hz, ram_bytes = excluded.ram_bytes "
-      "RETURNING id",
-      db.path);
+      "RETURNING id");
   board_upsert.bind(1, std::string_view(board.kind));
   board_upsert.bind(2, std::string_view(board.name));
   board_upsert.bind(3, int64_t{board.firmware_version});
@@ -104,10 +107,9 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
   const int64_t board_id = single_id(board_upsert, db.path, doing_board);
 
   detail::Statement probe_upsert(
-      db.db,
+      db,
       "INSERT INTO probes (board_id, rail_id, name) VALUES (?1, ?2, ?3) "
-      "ON CONFLICT (board_id, rail_id) DO UPDATE SET name = excluded.name",
-      db.path);
+      "ON CONFLICT (board_id, rail_id) DO UPDATE SET name = excluded.name");
   probe_upsert.bind(1, board_id);
   for (const probes::Rail& rail : board.rails) {
     probe_upsert.bind(2, int64_t{rail.id});
@@ -118,18 +120,19 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
   std::optional<int64_t> mode_id;
   if (!board.power_mode.empty()) {
     detail::Statement mode_upsert(
-        db.db,
+        db,
         "INSERT INTO power_modes (board_id, name) VALUES (?1, ?2) "
-        "ON CONFLICT (board_id, name) DO UPDATE SET name = excluded.name RETURNING id",
-        db.path);
+        "ON CONFLICT (board_id, name) DO UPDATE SET name = excluded.name RETURNING id");
     mode_upsert.bind(1, board_id);
     mode_upsert.bind(2, std::string_view(board.power_mode));
     mode_id = single_id(mode_upsert, db.path, doing_board);
     if (board.mode_switch_ns && *board.mode_switch_ns > 0) {  // 0: an answer to a repeated request
-      detail::Statement keep(db.db,
-                             "UPDATE power_modes SET params_json = json_set(params_json, '$.switch_ns', ?2) "
-                             "WHERE id = ?1",
-                             db.path);
+      detail::Statement keep(
+          db, db.postgres() ? "UPDATE power_modes SET params_json = "
+                              "jsonb_set(params_json::jsonb, '{switch_ns}', to_jsonb(?2::bigint))::text "
+                              "WHERE id = ?1"
+                            : "UPDATE power_modes SET params_json = json_set(params_json, '$.switch_ns', ?2) "
+                              "WHERE id = ?1");
       keep.bind(1, *mode_id);
       keep.bind(2, static_cast<int64_t>(*board.mode_switch_ns));
       keep.run(doing_board);
@@ -137,10 +140,9 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
   }
 
   detail::Statement run_insert(
-      db.db,
+      db,
       "INSERT INTO runs (board_id, source, started_at_ns, status, power_mode_id, device_time_scale, plan, link) "
-      "VALUES (?1, ?2, ?3, 'recording', ?4, ?5, ?6, ?7) RETURNING id",
-      db.path);
+      "VALUES (?1, ?2, ?3, 'recording', ?4, ?5, ?6, ?7) RETURNING id");
   run_insert.bind(1, board_id);
   run_insert.bind(2, source);
   run_insert.bind(3, started_at_ns);
@@ -159,6 +161,15 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
   impl_->doing_sync = "cannot store sync points" + of_run;
   impl_->doing_events = "cannot store events" + of_run;
   impl_->doing_update = "cannot update the status" + of_run;
+  if (db.postgres()) {
+    impl_->sample_copy = std::make_unique<detail::CopyBuffer>(
+        db, "power_samples (run_id, rowid, rail, t_ticks, bus_uv, current_ua, power_uw, flags)",
+        impl_->doing_samples);
+    impl_->span_copy = std::make_unique<detail::CopyBuffer>(
+        db, "op_spans (run_id, op_id, phase, begin_ticks, end_ticks, repetitions)", impl_->doing_spans);
+    // Other recorders wait on the board's row until this commits: commit now.
+    db.commit_batch();
+  }
 }
 
 RunWriter::RunWriter(RunWriter&&) noexcept = default;
@@ -187,6 +198,9 @@ void RunWriter::add_op(uint32_t op_id, const profiler::OpShape& shape, profiler:
   }
   w.shape_insert.run(w.doing_ops);
   const int64_t shape_id = single_id(w.shape_select, w.db->path, w.doing_ops);
+  // Two recorders declaring the same new shapes in another order would wait on each other's
+  // uncommitted rows: on a shared server each new shape commits at once.
+  if (w.db->postgres() && w.shape_insert.changes() > 0) w.db->commit_batch();
 
   detail::Statement& insert = w.prepared_for_run(
       w.run_op_insert,
@@ -200,6 +214,18 @@ void RunWriter::add_op(uint32_t op_id, const profiler::OpShape& shape, profiler:
 void RunWriter::add_span(const profiler::OpSpan& span) {
   Impl& w = *impl_;
   w.db->ensure_batch();
+  if (w.span_copy) {
+    detail::CopyBuffer& copy = *w.span_copy;
+    copy.begin_row(6);
+    copy.add_int64(w.run_id);
+    copy.add_int64(int64_t{span.op_id});
+    copy.add_text(profiler::to_string(span.phase));
+    copy.add_int64(static_cast<int64_t>(span.begin_ticks));
+    copy.add_int64(static_cast<int64_t>(span.end_ticks));
+    copy.add_int64(int64_t{span.repetitions});
+    copy.end_row();
+    return;
+  }
   detail::Statement& insert =
       w.prepared_for_run(w.span_insert,
                  "INSERT INTO op_spans (run_id, op_id, phase, begin_ticks, end_ticks, repetitions) "
@@ -215,6 +241,22 @@ void RunWriter::add_span(const profiler::OpSpan& span) {
 void RunWriter::add_samples(std::span<const probes::PowerSample> samples) {
   Impl& w = *impl_;
   w.db->ensure_batch();
+  if (w.sample_copy) {
+    detail::CopyBuffer& copy = *w.sample_copy;
+    for (const probes::PowerSample& s : samples) {
+      copy.begin_row(8);
+      copy.add_int64(w.run_id);
+      copy.add_int64(w.next_sample_rowid++);
+      copy.add_int32(s.rail);
+      copy.add_int64(static_cast<int64_t>(s.t_ticks));
+      copy.add_int32(s.bus_uv);
+      copy.add_int32(s.current_ua);
+      copy.add_int32(s.power_uw);
+      copy.add_int32(s.flags);
+      copy.end_row();
+    }
+    return;
+  }
   while (!samples.empty()) {
     const std::size_t rows = std::min(samples.size(), kMaxSampleRows);
     sqlite3_stmt* stmt = w.sample_insert(rows);

@@ -399,10 +399,12 @@ std::string too_new_message(const std::filesystem::path& path, int version) {
 }
 
 bool has_tables(sqlite3* db, const std::filesystem::path& path) {
-  Statement query(db, "SELECT 1 FROM sqlite_schema LIMIT 1", path);
-  const bool any = query.step("cannot read the schema");
-  query.reset();
-  return any;
+  sqlite3_stmt* query = nullptr;
+  int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_schema LIMIT 1", -1, &query, nullptr);
+  if (rc == SQLITE_OK) rc = sqlite3_step(query);
+  sqlite3_finalize(query);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) throw_sqlite(db, rc, path, "cannot read the schema");
+  return rc == SQLITE_ROW;
 }
 
 }  // namespace
