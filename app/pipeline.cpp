@@ -178,7 +178,7 @@ class Pipeline {
     if (!args.links.empty() && static_cast<int>(args.links.size()) != S - 1)
       throw InputError(fmt::format("{} boards need {} link(s) in --links, not {}", S, S - 1, args.links.size()));
     std::vector<costdb::LinkCostFit> measured;
-    if (!args.db.empty() && std::filesystem::exists(args.db)) {
+    if (!args.db.empty() && costdb::database_exists(args.db)) {
       auto db = costdb::Database::open_read_only(args.db);
       measured = costdb::list_link_costs(db, std::nullopt);
     }
@@ -307,7 +307,7 @@ class Pipeline {
   static std::vector<std::string> modes_of(const PlanArgs& a, const std::string& mode) {
     if (mode != "auto") return {mode};
     std::vector<std::string> modes;
-    if (!a.db.empty() && std::filesystem::exists(a.db)) {
+    if (!a.db.empty() && costdb::database_exists(a.db)) {
       auto db = costdb::Database::open_read_only(a.db);
       modes = costdb::measured_power_modes(db, a.board);
     }

@@ -43,7 +43,7 @@ planner::Objective parse_objective(const std::string& text) {
 std::vector<std::string> fill_defaults(PlanArgs& args, const std::string& db_path) {
   std::vector<std::string> chosen;
   std::vector<costdb::MeasuredBoard> boards;
-  if (!db_path.empty() && std::filesystem::exists(db_path)) {
+  if (!db_path.empty() && costdb::database_exists(db_path)) {
     try {
       auto db = costdb::Database::open_read_only(db_path);
       boards = costdb::measured_boards(db);
@@ -131,7 +131,7 @@ std::optional<std::pair<std::string, std::string>> split_phases(const std::strin
 }
 
 double mode_switch_s(const PlanArgs& args) {
-  if (!args.db.empty() && std::filesystem::exists(args.db)) {
+  if (!args.db.empty() && costdb::database_exists(args.db)) {
     auto db = costdb::Database::open_read_only(args.db);
     if (const auto measured = costdb::measured_mode_switch_s(db, args.board)) return *measured;
   }
@@ -285,7 +285,7 @@ PlanOutcome plan_every_mode(const PlanArgs& args, const PlanProgress& progress) 
   const auto start = std::chrono::steady_clock::now();
   const auto board = devices::board_named(args.board);
   std::vector<std::string> modes;
-  if (!args.db.empty() && std::filesystem::exists(args.db)) {
+  if (!args.db.empty() && costdb::database_exists(args.db)) {
     auto db = costdb::Database::open_read_only(args.db);
     modes = costdb::measured_power_modes(db, args.board);
   }

@@ -23,13 +23,13 @@ void add_attribute_commands(CLI::App& app, Commands& commands) {
   static bool attribute_json = false;
   auto* attribute_cmd = app.add_subcommand(
       "attribute", "turn recorded spans and power samples into per-op time and energy costs");
-  attribute_cmd->add_option("--db", attribute_db, "database file")->capture_default_str();
+  attribute_cmd->add_option("--db", attribute_db, kDbHelp)->capture_default_str();
   attribute_cmd->add_option("--run", attribute_runs, "run id(s) (see ergon runs; default: all)");
   attribute_cmd->add_flag("--json", attribute_json, "print what was found as JSON");
 
   static CostsArgs costs;
   auto* costs_cmd = app.add_subcommand("costs", "print the attributed per-op costs");
-  costs_cmd->add_option("--db", costs.db, "database file")->capture_default_str();
+  costs_cmd->add_option("--db", costs.db, kDbHelp)->capture_default_str();
   costs_cmd->add_option("--board", costs.board, "only this board kind: " + devices::board_names())
       ->transform(board_name_or_file());
   costs_cmd->add_option("--run", costs.run, "only this run");

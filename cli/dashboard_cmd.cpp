@@ -1,5 +1,6 @@
 // ergon dashboard: the desktop view (gui/).
 
+#include "cli/options.h"
 #include "cli/commands.h"
 
 #include <CLI/CLI.hpp>
@@ -22,14 +23,14 @@ void add_dashboard_command(CLI::App& app, Commands& commands, int argc, char** a
   static int64_t dashboard_run = 0;
   auto* dashboard_cmd = app.add_subcommand(
       "dashboard", "the desktop view: Pareto fronts, schedules side by side, power traces (live), costs");
-  dashboard_cmd->add_option("--db", dashboard_args.db, "database file")->capture_default_str();
+  dashboard_cmd->add_option("--db", dashboard_args.db, kDbHelp)->capture_default_str();
   dashboard_cmd->add_option("--run", dashboard_run, "the run whose power trace to show first (default: the latest)");
   dashboard_cmd->add_flag("--live", dashboard_args.live, "follow the latest run as it records");
   dashboard_cmd->add_option("--screenshots", screenshots,
                             "render every view to PNGs in this folder, without a display, and exit");
   commands.add(dashboard_cmd, [argc, argv] {
     if (dashboard_run > 0) dashboard_args.run = dashboard_run;
-    if (!std::filesystem::exists(dashboard_args.db))
+    if (!costdb::database_exists(dashboard_args.db))
       throw InputError("no database " + dashboard_args.db.string() + " (ergon demo makes one)");
     if (!screenshots.empty()) {
       for (const auto& f : gui::render_dashboard(dashboard_args, screenshots)) std::cout << f.string() << "\n";

@@ -153,7 +153,7 @@ void add_demo_command(CLI::App& app, Commands& commands) {
   static DemoArgs demo;
   auto* demo_cmd = app.add_subcommand(
       "demo", "simulate every board on a pseudo-terminal and record it into a database");
-  demo_cmd->add_option("--db", demo.db, "database file")->capture_default_str();
+  demo_cmd->add_option("--db", demo.db, kDbHelp)->capture_default_str();
   demo_cmd->add_option("--board", demo.boards, "boards to simulate, by name or descriptor file (default: the built-in four)")
       ->transform(board_name_or_file());
   demo_cmd->add_option("--speed", demo.speed, "simulated seconds per wall second")

@@ -12,6 +12,11 @@ class Validator;
 
 namespace ergon::cli {
 
+/// What every --db takes.
+inline constexpr const char* kDbHelp =
+    "cost database: an SQLite file, or a PostgreSQL database (postgresql://user@host/db or "
+    "service=NAME; docs/lab.md)";
+
 /// --model, --onnx, --onnx-input, --batch (positive); --graph too unless `graph_file` is false.
 void add_graph_source(CLI::App& cmd, app::PlanArgs& args, bool graph_file = true);
 /// Checks a --board value: a descriptor file (a path, or NAME.json) is loaded, and the value

@@ -55,7 +55,7 @@ void add_record_command(CLI::App& app, Commands& commands) {
                       "expected board (" + devices::board_names() +
                           ", or a descriptor file); the board's Hello wins")
       ->transform(board_name_or_file());
-  rec_cmd->add_option("--db", rec_db, "database file")->capture_default_str();
+  rec_cmd->add_option("--db", rec_db, kDbHelp)->capture_default_str();
   rec_cmd->add_option("--duration", rec_duration_text,
                       "stop after this long: 60, 60s, 500ms, 2m (loops the plan)");
   rec_cmd->add_option("--loops", rec_loops, "passes over the profile plan (default 1; 0 = "

@@ -1,5 +1,6 @@
 // ergon report: its options and run.
 
+#include "cli/options.h"
 #include "cli/commands.h"
 
 #include <CLI/CLI.hpp>
@@ -22,7 +23,7 @@ void add_report_command(CLI::App& app, Commands& commands) {
   static double report_grid = -1;
   auto* report_cmd = app.add_subcommand(
       "report", "an energy statement for a run or a plan: energy, time, power, idle share, PUE, emissions");
-  report_cmd->add_option("--db", report_args.db, "database file")->capture_default_str();
+  report_cmd->add_option("--db", report_args.db, kDbHelp)->capture_default_str();
   report_cmd->add_option("--run", report_run, "a recorded run (its measured power)");
   report_cmd->add_option("--plan", report_plan, "a stored plan (its predicted energy per iteration)");
   report_cmd->add_option("--iterations", report_args.iterations, "iterations of a plan to account for")

@@ -1,5 +1,6 @@
 // ergon runs, ergon upgrade, ergon export: what a database holds.
 
+#include "cli/options.h"
 #include "cli/commands.h"
 
 #include <CLI/CLI.hpp>
@@ -61,7 +62,7 @@ void print_runs(costdb::Database& db, std::ostream& out, const std::vector<int64
 void add_database_commands(CLI::App& app, Commands& commands) {
   static std::string runs_db = "ergon.db";
   auto* runs_cmd = app.add_subcommand("runs", "list the recorded runs");
-  runs_cmd->add_option("--db", runs_db, "database file")->capture_default_str();
+  runs_cmd->add_option("--db", runs_db, kDbHelp)->capture_default_str();
   static int64_t runs_events = 0;
   runs_cmd->add_option("--events", runs_events, "print this run's event log (warnings, power-mode switches, board logs)");
 
@@ -70,12 +71,16 @@ void add_database_commands(CLI::App& app, Commands& commands) {
   static std::string export_dir;
   static std::string upgrade_db = "ergon.db";
   auto* upgrade_cmd = app.add_subcommand("upgrade", "migrate a database made by an older ergon to this one's schema");
-  upgrade_cmd->add_option("--db", upgrade_db, "database file")->required()->check(CLI::ExistingFile);
+  upgrade_cmd->add_option("--db", upgrade_db, kDbHelp)->required()->check(CLI::Validator(
+      [](std::string& value) {
+        return costdb::database_exists(value) ? std::string() : "no database " + value;
+      },
+      "DATABASE"));
 
   static std::string export_sigrok_file;
   auto* export_cmd = app.add_subcommand(
       "export", "write a run's raw data as CSV files, or as a sigrok session file for PulseView and sigrok-cli");
-  export_cmd->add_option("--db", export_db, "database file")->capture_default_str();
+  export_cmd->add_option("--db", export_db, kDbHelp)->capture_default_str();
   export_cmd->add_option("--run", export_run, "run id (see ergon runs)")->required();
   auto* csv = export_cmd->add_option("--csv", export_dir, "output folder for CSV files");
   auto* sr = export_cmd->add_option("--sigrok", export_sigrok_file,

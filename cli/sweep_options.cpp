@@ -31,7 +31,7 @@ void add_sweep_command(CLI::App& app, Commands& commands) {
   sweep_cmd->add_option("--port", sweep_args.port, "a real board (ergon-agent, protocol v4): switched to each mode in turn");
   sweep_cmd->add_option("--threads", sweep_args.threads, "--sim: cores its kernels run on (all busy cores draw dynamic power)")
       ->capture_default_str();
-  sweep_cmd->add_option("--db", sweep_args.db, "database file")->capture_default_str();
+  sweep_cmd->add_option("--db", sweep_args.db, kDbHelp)->capture_default_str();
   sweep_cmd->add_flag("--json", sweep_json, "print JSON");
   commands.add(sweep_cmd, [] { return run_sweep(sweep_args, sweep_json, std::cout); });
 }

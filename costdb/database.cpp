@@ -332,6 +332,12 @@ std::string Database::Impl::message(std::string_view doing, std::string_view rea
   return out;
 }
 
+bool database_exists(const std::filesystem::path& path) {
+  if (is_postgres_locator(path.string())) return true;
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
 Database::Database(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Database::Database(Database&&) noexcept = default;
 Database& Database::operator=(Database&&) noexcept = default;
@@ -379,6 +385,7 @@ std::string_view to_string(RunStatus status) {
     case RunStatus::kStopped: return "stopped";
     case RunStatus::kDisconnected: return "disconnected";
     case RunStatus::kFailed: return "failed";
+    case RunStatus::kInterrupted: return "interrupted";
   }
   return "failed";
 }

@@ -24,6 +24,9 @@ inline constexpr int kSchemaVersion = 10;
 /// "service=lab" or "host=/run/postgresql dbname=ergon".
 bool is_postgres_locator(std::string_view locator);
 
+/// True for a PostgreSQL locator (the server says when it connects) and for a file that exists.
+bool database_exists(const std::filesystem::path& path);
+
 /// An open cost database: an SQLite file (WAL, one writer; the embedded default) or a
 /// PostgreSQL database (a lab's shared one, many writers). Not thread-safe: use it from one
 /// thread. Writes go into a batch (one transaction) that commit_batch() makes durable; a
@@ -97,7 +100,10 @@ struct LinkCounters {
   std::optional<uint64_t> device_frames_sent;
 };
 
-enum class RunStatus { kRecording, kCompleted, kStopped, kDisconnected, kFailed };
+/// kInterrupted is never stored: on PostgreSQL, a run that says it is recording while no
+/// recorder holds it (its recorder was killed, or lost the server) reads back as interrupted.
+/// SQLite cannot tell, and such a run reads back as recording.
+enum class RunStatus { kRecording, kCompleted, kStopped, kDisconnected, kFailed, kInterrupted };
 std::string_view to_string(RunStatus status);
 
 /// What a run ran: a profile plan, whose windows of repetitions are op costs to plan on; or a

@@ -67,6 +67,11 @@ namespace detail {
 std::unique_ptr<Database::Impl> open_postgres(const std::string& locator, bool read_only,
                                               bool any_version);
 
+/// PostgreSQL: the advisory lock (one bigint key) a recorder holds on its run while its session
+/// lives; pg_locks shows it as classid kRunLockClass, objid run id, objsubid 1.
+inline constexpr int64_t kRunLockClass = 0x4552474E;  // "ERGN"
+[[nodiscard]] inline int64_t run_lock_key(int64_t run_id) { return (kRunLockClass << 32) | (run_id & 0xffffffff); }
+
 std::optional<RunStatus> run_status_from_string(std::string_view text);
 std::optional<RunPlan> run_plan_from_string(std::string_view text);
 

@@ -9,7 +9,9 @@
 #include <initializer_list>
 #include <string>
 #include <system_error>
+#include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "costdb/database_impl.h"
@@ -169,6 +171,22 @@ void export_table(Database::Impl& db, int64_t run_id, const std::filesystem::pat
   csv.finish();
 }
 
+/// PostgreSQL: a run still recording whose recorder's session holds no lock on it any more.
+void mark_interrupted(Database::Impl& db, std::vector<RunSummary>& runs) {
+  if (!db.postgres()) return;
+  if (std::none_of(runs.begin(), runs.end(), [](const RunSummary& r) { return r.status == RunStatus::kRecording; }))
+    return;
+  detail::Statement held(db,
+                         "SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 "
+                         "AND granted AND classid = ?1");
+  held.bind(1, detail::kRunLockClass);
+  std::unordered_set<int64_t> live;
+  while (held.step("cannot read which runs are being recorded")) live.insert(held.column_int64(0));
+  for (RunSummary& run : runs)
+    if (run.status == RunStatus::kRecording && !live.contains(run.id & 0xffffffff))
+      run.status = RunStatus::kInterrupted;
+}
+
 }  // namespace
 
 std::vector<RunSummary> list_runs(Database& db) {
@@ -176,6 +194,7 @@ std::vector<RunSummary> list_runs(Database& db) {
   detail::Statement query(impl, run_summary_sql("0", "ORDER BY r.id"));
   std::vector<RunSummary> runs;
   while (query.step("cannot list runs")) runs.push_back(read_summary(query, impl.path));
+  mark_interrupted(impl, runs);
 
   std::unordered_map<int64_t, std::size_t> index_of;
   for (std::size_t i = 0; i < runs.size(); ++i) index_of.emplace(runs[i].id, i);
@@ -215,9 +234,10 @@ std::optional<RunSummary> find_run(Database& db, int64_t run_id) {
   query.bind(1, run_id);
   const std::string doing = "cannot read run " + std::to_string(run_id);
   if (!query.step(doing)) return std::nullopt;
-  RunSummary run = read_summary(query, impl.path);
+  std::vector<RunSummary> runs{read_summary(query, impl.path)};
   query.reset();
-  return run;
+  mark_interrupted(impl, runs);
+  return runs.front();
 }
 
 std::vector<RunEvent> list_events(Database& db, int64_t run_id) {

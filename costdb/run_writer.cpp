@@ -167,6 +167,11 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
         impl_->doing_samples);
     impl_->span_copy = std::make_unique<detail::CopyBuffer>(
         db, "op_spans (run_id, op_id, phase, begin_ticks, end_ticks, repetitions)", impl_->doing_spans);
+    // Held while this session lives: readers tell a run being recorded from one whose
+    // recorder is gone (killed, or cut off from the server).
+    detail::Statement lock(db, "SELECT pg_advisory_lock(?1)");
+    lock.bind(1, detail::run_lock_key(impl_->run_id));
+    lock.run("cannot start a run of " + board.name);
     // Other recorders wait on the board's row until this commits: commit now.
     db.commit_batch();
   }

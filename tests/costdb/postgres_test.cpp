@@ -343,6 +343,10 @@ TEST_F(PostgresTest, AConnectionCutMidBatchLosesOnlyThatBatchAndSaysSo) {
   run.add_samples(make_samples(1000));
   db.commit_batch();
   run.add_samples(make_samples(500, 1'000'000));
+  {
+    Database reader = Database::open_read_only(locator_);
+    EXPECT_EQ(list_runs(reader).at(0).status, RunStatus::kRecording);  // its recorder is alive
+  }
   auto& server = PostgresServer::shared();
   ASSERT_EQ(server.admin("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                          "WHERE datname = '" + db_name_ + "' AND application_name = 'ergon'"),
@@ -355,6 +359,10 @@ TEST_F(PostgresTest, AConnectionCutMidBatchLosesOnlyThatBatchAndSaysSo) {
   }
   EXPECT_EQ(server.query("SELECT count(*) FROM power_samples", db_name_), "1000");
   EXPECT_EQ(server.query("SELECT status FROM runs", db_name_), "recording");
+  // Its recorder's session is gone: the run reads back as interrupted, not as still recording.
+  Database reader = Database::open_read_only(locator_);
+  EXPECT_EQ(list_runs(reader).at(0).status, RunStatus::kInterrupted);
+  EXPECT_EQ(find_run(reader, 1)->status, RunStatus::kInterrupted);
 }
 
 }  // namespace
