@@ -1,6 +1,10 @@
 #include "app/record.h"
 
 #include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -144,6 +148,30 @@ class HostProbeRecorder {
   std::string error_;
 };
 
+/// The database failed under the recorder (a shared server restarted, a disk filled): what
+/// arrived after the last commit is gone, and its runs cannot go on. They are ended as failed,
+/// saying why, on a fresh connection; a server that is back within kReconnectWindow takes the
+/// note, otherwise the runs read back as interrupted (PostgreSQL) or recording (SQLite).
+void end_runs_after_losing(const std::filesystem::path& db_path, const std::vector<int64_t>& runs,
+                           const std::string& what) {
+  constexpr auto kReconnectWindow = std::chrono::seconds(20);
+  if (runs.empty()) return;
+  const std::string reason = "the recorder lost the database (" + what +
+                             "); samples and spans after its last commit are not stored";
+  const auto deadline = std::chrono::steady_clock::now() + kReconnectWindow;
+  while (true) {
+    try {
+      auto db = costdb::Database::open(db_path);
+      for (int64_t run : runs) costdb::end_run_failed(db, run, reason, wall_time_ns());
+      db.commit_batch();
+      return;
+    } catch (const Error&) {
+      if (std::chrono::steady_clock::now() >= deadline) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<BoardOutcome> record_boards(const RecordRequest& request, const RecordProgress& progress,
@@ -200,7 +228,15 @@ std::vector<BoardOutcome> record_boards(const RecordRequest& request, const Reco
     progress(statuses, now);
   };
   if (host_probe) host_probe->start();
-  recorder.run(on_commit, interrupts);
+  try {
+    recorder.run(on_commit, interrupts);
+  } catch (const DatabaseError& e) {
+    std::vector<int64_t> runs;
+    for (const auto& sink : sinks)
+      if (sink->run_id()) runs.push_back(*sink->run_id());
+    end_runs_after_losing(request.db_path, runs, e.what());
+    throw;
+  }
 
   // The recorder has returned: sessions are final and their last status is stored.
   std::string not_linked_because;

@@ -178,6 +178,11 @@ std::vector<RunEvent> list_events(Database& db, int64_t run_id);
 /// InputError when either run does not exist or the logger's run is the board's own.
 void set_power_run(Database& db, int64_t run_id, int64_t logger_run_id);
 
+/// Ends a run its recorder could not finish (the database went away under it): a run still
+/// recording becomes failed at ended_at_ns with a "failed" event saying why. A run that already
+/// ended is left as it is. Returns whether the run was ended here.
+bool end_run_failed(Database& db, int64_t run_id, std::string_view reason, int64_t ended_at_ns);
+
 /// Writes spans.csv, samples.csv, sync.csv, events.csv and ops.csv of a run into dir
 /// (created if missing). Throws InputError for an unknown run.
 void export_run_csv(Database& db, int64_t run_id, const std::filesystem::path& dir);

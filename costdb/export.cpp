@@ -275,6 +275,24 @@ void set_power_run(Database& db, int64_t run_id, int64_t logger_run_id) {
   q.step("cannot link run " + std::to_string(run_id) + " to its power logger");
 }
 
+bool end_run_failed(Database& db, int64_t run_id, std::string_view reason, int64_t ended_at_ns) {
+  Database::Impl& impl = db.impl();
+  if (impl.read_only) throw DatabaseError("database " + impl.path.string() + " is open read-only");
+  impl.ensure_batch();
+  const std::string doing = "cannot end run " + std::to_string(run_id);
+  detail::Statement end(impl, "UPDATE runs SET status = 'failed', ended_at_ns = ?2 WHERE id = ?1 AND status = 'recording'");
+  end.bind(1, run_id);
+  end.bind(2, ended_at_ns);
+  end.run(doing);
+  if (end.changes() == 0) return false;
+  detail::Statement event(impl, "INSERT INTO run_events (run_id, host_ns, kind, text) VALUES (?1, ?2, 'failed', ?3)");
+  event.bind(1, run_id);
+  event.bind(2, ended_at_ns);
+  event.bind(3, reason);
+  event.run(doing);
+  return true;
+}
+
 void export_run_csv(Database& db, int64_t run_id, const std::filesystem::path& dir) {
   Database::Impl& impl = db.impl();
   {
