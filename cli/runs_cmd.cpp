@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -14,6 +15,7 @@
 #include <memory>
 #include <thread>
 
+#include "app/copy_db.h"
 #include "app/sigrok_export.h"
 #include "common/error.h"
 #include "costdb/database.h"
@@ -77,6 +79,14 @@ void add_database_commands(CLI::App& app, Commands& commands) {
       },
       "DATABASE"));
 
+  static app::CopyRequest copy;
+  auto* copy_cmd = app.add_subcommand(
+      "copy", "merge one cost database into another (a laptop's file into the lab's PostgreSQL "
+              "database): runs, costs, plans and validations it lacks; running it again copies nothing twice");
+  copy_cmd->add_option("--from", copy.from, "the database to copy from (read only): " + std::string(kDbHelp))
+      ->required();
+  copy_cmd->add_option("--to", copy.to, "the database to copy into (created or upgraded as needed)")->required();
+
   static std::string export_sigrok_file;
   auto* export_cmd = app.add_subcommand(
       "export", "write a run's raw data as CSV files, or as a sigrok session file for PulseView and sigrok-cli");
@@ -105,6 +115,22 @@ void add_database_commands(CLI::App& app, Commands& commands) {
     std::cout << (before == db.schema_version()
                       ? fmt::format("{} is at schema version {} already\n", upgrade_db, before)
                       : fmt::format("{}: schema version {} -> {}\n", upgrade_db, before, db.schema_version()));
+    return 0;
+  });
+  commands.add(copy_cmd, [] {
+    const bool live = ::isatty(STDERR_FILENO) != 0;
+    const auto counts = app::copy_databases(copy, [live](const costdb::CopyProgress& p) {
+      if (!live) return;
+      std::cerr << fmt::format("\rrun {}/{}: {}\x1b[K", p.run_index, p.run_count,
+                               p.present ? fmt::format("run {} is there already", p.source_run_id)
+                                         : fmt::format("copied run {} ({} samples)", p.source_run_id, p.samples))
+                << std::flush;
+    });
+    if (live) std::cerr << "\n";
+    std::cout << fmt::format(
+        "copied {} runs ({} samples, {} spans), {} plans and {} validations; {} runs and {} plans were there already\n",
+        counts.runs_copied, counts.samples, counts.spans, counts.plans_copied, counts.validations_copied,
+        counts.runs_present, counts.plans_present);
     return 0;
   });
   commands.add(export_cmd, [] {

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "costdb/cost_model.h"
+#include "costdb/copy.h"
 #include "costdb/costs.h"
 #include "costdb/database.h"
 #include "costdb/database_impl.h"
@@ -363,6 +364,53 @@ TEST_F(PostgresTest, AConnectionCutMidBatchLosesOnlyThatBatchAndSaysSo) {
   Database reader = Database::open_read_only(locator_);
   EXPECT_EQ(list_runs(reader).at(0).status, RunStatus::kInterrupted);
   EXPECT_EQ(find_run(reader, 1)->status, RunStatus::kInterrupted);
+}
+
+TEST_F(PostgresTest, CopyingAFileIntoTheLabDatabaseTwiceCopiesEverythingOnce) {
+  {
+    Database file = Database::open(db_path());
+    write_everything(file, 70'000);
+  }
+  Database file = Database::open_read_only(db_path());
+  Database lab = Database::open(locator_);
+  const CopyCounts first = copy_database(file, lab);
+  EXPECT_EQ(first.runs_copied, 2);
+  EXPECT_EQ(first.runs_present, 0);
+  EXPECT_EQ(first.samples, 70'010U);
+  EXPECT_EQ(first.spans, 3U);
+  EXPECT_EQ(first.plans_copied, 1);
+  EXPECT_EQ(first.validations_copied, 1);
+
+  const CopyCounts again = copy_database(file, lab);
+  EXPECT_EQ(again.runs_copied, 0);
+  EXPECT_EQ(again.runs_present, 2);
+  EXPECT_EQ(again.plans_copied, 0);
+  EXPECT_EQ(again.plans_present, 1);
+  EXPECT_EQ(again.validations_copied, 0);
+  auto& server = PostgresServer::shared();
+  EXPECT_EQ(server.query("SELECT count(*) FROM power_samples", db_name_), "70010");
+  EXPECT_EQ(server.query("SELECT count(*) FROM runs", db_name_), "2");
+  EXPECT_EQ(server.query("SELECT count(*) FROM validations", db_name_), "1");
+
+  // What arrived is what the file holds, row for row, and the board's run keeps its logger.
+  const auto runs = list_runs(lab);
+  ASSERT_EQ(runs.size(), 2U);
+  EXPECT_EQ(runs[0].power_run_id, runs[1].id);
+  EXPECT_EQ(runs[0].status, RunStatus::kCompleted);
+  export_run_csv(file, 1, dir_ / "file");
+  export_run_csv(lab, runs[0].id, dir_ / "lab");
+  for (const char* f : {"spans.csv", "samples.csv", "sync.csv", "events.csv", "ops.csv"})
+    EXPECT_EQ(read_file(dir_ / "lab" / f), read_file(dir_ / "file" / f)) << f;
+  EXPECT_EQ(list_op_costs(lab, std::nullopt, runs[0].id).size(), 2U);
+  EXPECT_EQ(find_attribution(lab, runs[0].id)->windows_uncovered, 1U);
+  EXPECT_DOUBLE_EQ(*measured_mode_switch_s(lab, "pi4"), 1.25e-3);
+
+  // And back again, into a fresh file: the same rows.
+  Database back = Database::open(dir_ / "back.db");
+  EXPECT_EQ(copy_database(lab, back).runs_copied, 2);
+  export_run_csv(back, 1, dir_ / "back");
+  EXPECT_EQ(read_file(dir_ / "back" / "samples.csv"), read_file(dir_ / "file" / "samples.csv"));
+  EXPECT_EQ(list_plans(back).at(0).schedule, list_plans(file).at(0).schedule);
 }
 
 }  // namespace
