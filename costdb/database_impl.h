@@ -171,9 +171,11 @@ class Statement {
   int pg_row_ = -1;  ///< the row step() made current
 };
 
-/// Rows for one table, encoded in PostgreSQL's binary COPY format and sent with one COPY ...
-/// FROM STDIN when full, before any other statement and before a commit. Registers with the
-/// database while alive; the database's destructor flushes it.
+/// Rows for one table in PostgreSQL's binary COPY format, streamed: a COPY ... FROM STDIN opens
+/// with the first full buffer and stays open while rows keep coming, so the server stores rows
+/// while the client makes the next ones; it ends (and the server says whether the rows went
+/// in) before any other statement, before a commit, and when another table's COPY opens.
+/// Registers with the database while alive; the database's destructor flushes it.
 class CopyBuffer {
  public:
   /// columns: "table (col, col, ...)"
@@ -185,18 +187,24 @@ class CopyBuffer {
   void begin_row(int16_t fields);
   void add_int64(int64_t value);
   void add_int32(int32_t value);
+  void add_int16(int16_t value);
   void add_text(std::string_view text);
   /// Ends a row; sends the buffer when it holds enough.
   void end_row();
+  /// Sends what is buffered and ends the COPY: the rows are in the batch when it returns.
   void flush();
   void detach() { db_ = nullptr; }
 
  private:
+  /// Sends the buffer, opening the COPY first (and ending any other table's).
+  void send();
+
   Database::Impl* db_;
   std::string sql_;
   std::string doing_;
   std::string data_;
-  std::size_t rows_ = 0;
+  std::size_t rows_ = 0;  ///< rows in data_
+  bool open_ = false;     ///< a COPY of ours is in progress on the connection
 };
 
 }  // namespace detail

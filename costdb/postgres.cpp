@@ -104,19 +104,19 @@ CREATE TABLE op_spans (
   repetitions BIGINT NOT NULL
 );
 CREATE INDEX op_spans_run ON op_spans (run_id);
--- No foreign key (the bulk path, as in SQLite): the trigger below deletes a run's samples.
+-- The bulk path, as in SQLite: no foreign key, no secondary index (a run's samples are found by
+-- a scan, as SQLite finds them); the trigger below deletes a run's samples. Columns widest
+-- first, so that a row has no padding (64 bytes with its header).
 CREATE TABLE power_samples (
   run_id BIGINT NOT NULL,
   rowid BIGINT NOT NULL,
-  rail INTEGER NOT NULL,
   t_ticks BIGINT NOT NULL,
   bus_uv INTEGER NOT NULL,
   current_ua INTEGER NOT NULL,
   power_uw INTEGER NOT NULL,
-  flags INTEGER NOT NULL
+  rail SMALLINT NOT NULL,
+  flags SMALLINT NOT NULL
 );
--- SQLite finds a run's samples by scanning; a shared database holds many runs.
-CREATE INDEX power_samples_run ON power_samples USING brin (run_id);
 CREATE TABLE sync_points (
   run_id BIGINT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
   rowid BIGINT GENERATED ALWAYS AS IDENTITY,
@@ -484,7 +484,8 @@ void Statement::pg_execute(std::string_view doing) {
 
 namespace {
 
-constexpr std::size_t kCopyFlushBytes = std::size_t{4} << 20;
+/// Sent (into the open COPY) whenever this much is buffered.
+constexpr std::size_t kCopySendBytes = std::size_t{1} << 20;
 constexpr std::array<char, 19> kCopyHeader{'P', 'G', 'C', 'O', 'P', 'Y', '\n', '\xff', '\r', '\n', '\0',
                                            0, 0, 0, 0,   // flags
                                            0, 0, 0, 0};  // header extension length
@@ -518,10 +519,7 @@ CopyBuffer::~CopyBuffer() {
   std::erase(db_->copies, this);
 }
 
-void CopyBuffer::begin_row(int16_t fields) {
-  if (data_.empty()) data_.append(kCopyHeader.data(), kCopyHeader.size());
-  append_big_endian(data_, fields);
-}
+void CopyBuffer::begin_row(int16_t fields) { append_big_endian(data_, fields); }
 
 void CopyBuffer::add_int64(int64_t value) {
   append_big_endian(data_, int32_t{8});
@@ -533,6 +531,11 @@ void CopyBuffer::add_int32(int32_t value) {
   append_big_endian(data_, value);
 }
 
+void CopyBuffer::add_int16(int16_t value) {
+  append_big_endian(data_, int32_t{2});
+  append_big_endian(data_, value);
+}
+
 void CopyBuffer::add_text(std::string_view text) {
   append_big_endian(data_, static_cast<int32_t>(text.size()));
   data_.append(text);
@@ -540,26 +543,52 @@ void CopyBuffer::add_text(std::string_view text) {
 
 void CopyBuffer::end_row() {
   ++rows_;
-  if (data_.size() >= kCopyFlushBytes) flush();
+  if (data_.size() >= kCopySendBytes) send();
+}
+
+void CopyBuffer::send() {
+  Database::Impl& db = *db_;
+  if (!open_) {
+    // One COPY at a time per connection: another table's ends first.
+    for (CopyBuffer* other : db.copies)
+      if (other != this && other->open_) other->flush();
+    PGresult* start = PQexec(db.pg, sql_.c_str());
+    if (PQresultStatus(start) != PGRES_COPY_IN) {
+      data_.clear();
+      rows_ = 0;
+      throw_postgres(db, start, doing_);
+    }
+    PQclear(start);
+    open_ = true;
+    if (PQputCopyData(db.pg, kCopyHeader.data(), static_cast<int>(kCopyHeader.size())) != 1) {
+      open_ = false;
+      data_.clear();
+      rows_ = 0;
+      throw_postgres(db, nullptr, doing_);
+    }
+  }
+  const bool sent = data_.empty() || PQputCopyData(db.pg, data_.data(), static_cast<int>(data_.size())) == 1;
+  data_.clear();
+  rows_ = 0;
+  if (!sent) {
+    open_ = false;
+    throw_postgres(db, nullptr, doing_);
+  }
 }
 
 void CopyBuffer::flush() {
-  if (db_ == nullptr || rows_ == 0) return;
+  if (db_ == nullptr || (rows_ == 0 && !open_)) return;
   Database::Impl& db = *db_;
-  append_big_endian(data_, int16_t{-1});
-  std::string data = std::move(data_);
-  data_.clear();
-  rows_ = 0;
-  PGresult* start = PQexec(db.pg, sql_.c_str());
-  if (PQresultStatus(start) != PGRES_COPY_IN) throw_postgres(db, start, doing_);
-  PQclear(start);
-  if (PQputCopyData(db.pg, data.data(), static_cast<int>(data.size())) != 1 ||
+  send();
+  std::string trailer;
+  append_big_endian(trailer, int16_t{-1});
+  open_ = false;
+  if (PQputCopyData(db.pg, trailer.data(), static_cast<int>(trailer.size())) != 1 ||
       PQputCopyEnd(db.pg, nullptr) != 1) {
     throw_postgres(db, nullptr, doing_);
   }
   PGresult* end = PQgetResult(db.pg);
-  const bool ok = PQresultStatus(end) == PGRES_COMMAND_OK;
-  if (!ok) {
+  if (PQresultStatus(end) != PGRES_COMMAND_OK) {
     while (PGresult* more = PQgetResult(db.pg)) PQclear(more);
     throw_postgres(db, end, doing_);
   }

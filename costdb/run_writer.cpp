@@ -163,7 +163,7 @@ RunWriter::RunWriter(Database& database, const BoardInfo& board, std::string_vie
   impl_->doing_update = "cannot update the status" + of_run;
   if (db.postgres()) {
     impl_->sample_copy = std::make_unique<detail::CopyBuffer>(
-        db, "power_samples (run_id, rowid, rail, t_ticks, bus_uv, current_ua, power_uw, flags)",
+        db, "power_samples (run_id, rowid, t_ticks, bus_uv, current_ua, power_uw, rail, flags)",
         impl_->doing_samples);
     impl_->span_copy = std::make_unique<detail::CopyBuffer>(
         db, "op_spans (run_id, op_id, phase, begin_ticks, end_ticks, repetitions)", impl_->doing_spans);
@@ -252,12 +252,12 @@ void RunWriter::add_samples(std::span<const probes::PowerSample> samples) {
       copy.begin_row(8);
       copy.add_int64(w.run_id);
       copy.add_int64(w.next_sample_rowid++);
-      copy.add_int32(s.rail);
       copy.add_int64(static_cast<int64_t>(s.t_ticks));
       copy.add_int32(s.bus_uv);
       copy.add_int32(s.current_ua);
       copy.add_int32(s.power_uw);
-      copy.add_int32(s.flags);
+      copy.add_int16(s.rail);
+      copy.add_int16(s.flags);
       copy.end_row();
     }
     return;

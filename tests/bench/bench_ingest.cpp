@@ -1,6 +1,7 @@
 // Sustained sample ingest into a real on-disk cost database, the way the host records a run:
 // PowerBatch frames of 59 samples, a durable commit every ~100k samples. Target (DESIGN.md):
-// > 1 M samples/s on one core.
+// > 1 M samples/s on one core. The same into PostgreSQL (binary COPY) on a local server the
+// benchmark starts itself (tests/support/postgres_server.h), the lab's shared database.
 
 #include <stdlib.h>
 
@@ -12,6 +13,7 @@
 #include <benchmark/benchmark.h>
 
 #include "costdb/database.h"
+#include "tests/support/postgres_server.h"
 
 namespace {
 
@@ -56,6 +58,29 @@ std::vector<ergon::probes::PowerSample> make_batch(uint64_t first_tick, std::siz
   return batch;
 }
 
+/// Samples through one RunWriter for as long as the benchmark runs; returns how many.
+int64_t ingest(benchmark::State& state, ergon::costdb::Database& db) {
+  ergon::costdb::RunWriter run(db, bench_board(), "bench", 0);
+  // Distinct batches so values vary as in a real capture; reused round-robin.
+  std::vector<std::vector<ergon::probes::PowerSample>> batches;
+  for (uint64_t b = 0; b < 64; ++b) batches.push_back(make_batch(b * kBatchSamples, kBatchSamples));
+  std::size_t since_commit = 0;
+  std::size_t next = 0;
+  int64_t total = 0;
+  for (auto _ : state) {
+    run.add_samples(batches[next]);
+    next = (next + 1) % batches.size();
+    since_commit += kBatchSamples;
+    total += static_cast<int64_t>(kBatchSamples);
+    if (since_commit >= kCommitEverySamples) {
+      db.commit_batch();
+      since_commit = 0;
+    }
+  }
+  db.commit_batch();
+  return total;
+}
+
 void BM_IngestSamples(benchmark::State& state) {
   const std::filesystem::path dir = make_dir();
   if (dir.empty()) {
@@ -64,28 +89,7 @@ void BM_IngestSamples(benchmark::State& state) {
   }
   {
     auto db = ergon::costdb::Database::open(dir / "bench.db");
-    ergon::costdb::RunWriter run(db, bench_board(), "bench", 0);
-    // Distinct batches so values vary as in a real capture; reused round-robin.
-    std::vector<std::vector<ergon::probes::PowerSample>> batches;
-    for (uint64_t b = 0; b < 64; ++b) {
-      batches.push_back(make_batch(b * kBatchSamples, kBatchSamples));
-    }
-
-    std::size_t since_commit = 0;
-    std::size_t next = 0;
-    int64_t total = 0;
-    for (auto _ : state) {
-      run.add_samples(batches[next]);
-      next = (next + 1) % batches.size();
-      since_commit += kBatchSamples;
-      total += static_cast<int64_t>(kBatchSamples);
-      if (since_commit >= kCommitEverySamples) {
-        db.commit_batch();
-        since_commit = 0;
-      }
-    }
-    db.commit_batch();
-    state.SetItemsProcessed(total);
+    state.SetItemsProcessed(ingest(state, db));
   }
   // Closing the last connection checkpoints the WAL into the file.
   std::error_code size_ec;
@@ -97,5 +101,24 @@ void BM_IngestSamples(benchmark::State& state) {
 }
 // Enough iterations for many commits and WAL checkpoints: sustained, not a warm cache burst.
 BENCHMARK(BM_IngestSamples)->Iterations(100'000)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// The same into PostgreSQL on this machine (Unix socket; the server's default settings,
+/// fsync on): the client's COPY and the server's work share the machine's cores.
+void BM_IngestSamplesPostgres(benchmark::State& state) {
+  auto& server = ergon::testing::PostgresServer::shared();
+  if (!server.available()) {
+    state.SkipWithError(("PostgreSQL: " + server.why_not()).c_str());
+    return;
+  }
+  const std::string locator = server.create_database("bench_ingest");
+  {
+    auto db = ergon::costdb::Database::open(locator);
+    state.SetItemsProcessed(ingest(state, db));
+  }
+  const std::string bytes = server.query("SELECT pg_total_relation_size('power_samples')", "bench_ingest");
+  state.counters["db_bytes_per_sample"] =
+      std::stod(bytes.empty() ? "0" : bytes) / static_cast<double>(state.iterations() * kBatchSamples);
+}
+BENCHMARK(BM_IngestSamplesPostgres)->Iterations(100'000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
