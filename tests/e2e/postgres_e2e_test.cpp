@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <regex>
 #include <set>
@@ -206,6 +207,48 @@ TEST_F(SharedDatabase, AServerRestartMidIngestEndsTheRunWithTheReasonAndNoDuplic
   EXPECT_EQ(events.back().kind, "failed");
   EXPECT_NE(events.back().text.find("the recorder lost the database"), std::string::npos) << events.back().text;
   expect_no_duplicate_rows();
+}
+
+/// `ergon ARGS...` to completion: (exit status, output).
+std::pair<int, std::string> ergon_run(const std::vector<std::string>& args) {
+  ErgonProcess process(args);
+  const int status = process.finish();
+  return {status, process.output()};
+}
+
+// The demo (record four boards, attribute, fit, plan, sweep, validate) on the shared database,
+// then every read command on it (the demo itself plans, sweeps and validates on it); the same
+// database copied into a file reads the same.
+TEST_F(SharedDatabase, EveryCommandWorksOnTheSharedDatabaseAsOnAFile) {
+  const auto [demo, demo_out] = ergon_run({"demo", "--db", locator_});
+  ASSERT_EQ(demo, 0) << demo_out;
+  std::string file = "/tmp/ergon-pg-e2e-" + std::to_string(::getpid()) + ".db";
+  const auto [copied, copy_out] = ergon_run({"copy", "--from", locator_, "--to", file});
+  ASSERT_EQ(copied, 0) << copy_out;
+  EXPECT_NE(copy_out.find("copied 5 runs"), std::string::npos) << copy_out;
+
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"runs"}, {"costs", "--board", "pi4"}, {"report", "--run", "1"},
+        {"plan", "--model", "mlp", "--board", "pi4", "--budget", "50%"}}) {
+    std::vector<std::string> on_pg = command;
+    on_pg.insert(on_pg.end(), {"--db", locator_});
+    std::vector<std::string> on_file = command;
+    on_file.insert(on_file.end(), {"--db", file});
+    const auto [pg_status, pg_out] = ergon_run(on_pg);
+    const auto [file_status, file_out] = ergon_run(on_file);
+    EXPECT_EQ(pg_status, 0) << command[0] << ": " << pg_out;
+    EXPECT_EQ(file_status, 0) << command[0] << ": " << file_out;
+    if (command[0] == "costs" || command[0] == "runs") {
+      EXPECT_EQ(pg_out, file_out) << command[0];  // the same rows, to the digit
+    }
+  }
+  const std::string shots = file + ".png";
+  const auto [dash, dash_out] = ergon_run({"dashboard", "--db", locator_, "--screenshots", shots});
+  EXPECT_EQ(dash, 0) << dash_out;
+  EXPECT_NE(dash_out.find("pareto"), std::string::npos) << dash_out;
+  std::error_code ec;
+  std::filesystem::remove_all(shots, ec);
+  std::filesystem::remove(file, ec);
 }
 
 }  // namespace
