@@ -201,7 +201,8 @@ void solve_and_store(const ParetoArgs& args, const SweepSetup& s, const std::vec
   std::vector<std::optional<costdb::PlanRow>> done(todo.size());
   std::optional<std::string> failure;
   std::atomic<std::size_t> next{0};
-  const auto canceled = [&] { return args.cancel != nullptr && args.cancel->load(); };
+  std::atomic<bool> stopping{false};  // storing failed: no new solve starts
+  const auto canceled = [&] { return stopping.load() || (args.cancel != nullptr && args.cancel->load()); };
   auto worker = [&] {
     for (std::size_t i = next++; i < todo.size() && !canceled(); i = next++) {
       std::optional<costdb::PlanRow> row;
@@ -229,6 +230,17 @@ void solve_and_store(const ParetoArgs& args, const SweepSetup& s, const std::vec
     }
   };
   std::vector<std::thread> threads;
+  // A failure to store (a database that went away, a role that may not write) ends the sweep
+  // with its error once the running solves are joined, never with their threads still running.
+  struct JoinOnUnwind {
+    std::vector<std::thread>& threads;
+    std::atomic<bool>& stopping;
+    ~JoinOnUnwind() {
+      stopping = true;
+      for (auto& t : threads)
+        if (t.joinable()) t.join();
+    }
+  } join_on_unwind{threads, stopping};
   for (int j = 0; j < jobs && !todo.empty(); ++j) threads.emplace_back(worker);
 
   std::size_t stored = 0;
@@ -321,22 +333,12 @@ int share_incumbents(std::vector<ParetoPoint>& points, double gap, costdb::Datab
 
 }  // namespace
 
-std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::function<void(const std::string&)>& on_line) {
-  if (const auto modes = sweep_modes_of(args.plan); !modes.empty()) {
-    ParetoArgs a = args;
-    const auto board = devices::find_board(args.plan.board);
-    a.plan.power_mode = std::string(board->power_mode);
-    const double deadline_s = parse_deadline(args.plan.deadline, load_graph(a.plan).single_pass_time_s());
-    a.plan.deadline = std::isfinite(deadline_s) ? fmt::format("{:.9g}s", deadline_s) : "none";
-    std::vector<ParetoPoint> all;
-    for (const auto& mode : modes) {
-      a.plan.power_mode = mode;
-      auto points = pareto_sweep(a, on_line);
-      all.insert(all.end(), points.begin(), points.end());
-    }
-    mark_fronts(all);
-    return all;
-  }
+namespace {
+
+/// The sweep of one power mode (or of none); `next_cell` numbers its cells on from the modes
+/// before it.
+std::vector<ParetoPoint> sweep_one_mode(const ParetoArgs& args, const std::function<void(const std::string&)>& on_line,
+                                        std::size_t& next_cell) {
   const auto names = split_names(args.planners);
   const SweepSetup setup = prepare(args, on_line);
   const auto grid = budget_grid(setup.graph, args.budgets, setup.base.objective);
@@ -345,21 +347,27 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::functio
   std::vector<Task> todo;
   for (const auto& name : names) {
     for (uint64_t budget : grid) {
+      const std::size_t index = next_cell++;
+      if (args.cell && *args.cell != index) continue;
       std::optional<costdb::PlanRow> found;
-      if (!args.fresh) found = costdb::find_plan(db, setup.digest, name, setup.objective, budget, setup.deadline_s);
+      if (!args.fresh || !args.solve) found = costdb::find_plan(db, setup.digest, name, setup.objective, budget, setup.deadline_s);
       if (found) {
         points.push_back({.plan = std::move(*found), .reused = true});
+      } else if (!args.solve) {
+        if (args.missing) args.missing->push_back({index, name, budget, args.plan.power_mode});
       } else {
         todo.push_back({name, budget});
       }
     }
   }
+  if (args.cell && points.empty() && todo.empty()) return points;  // another mode's cell
   const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   const int jobs = std::clamp(args.jobs > 0 ? args.jobs : cores, 1, std::max(1, static_cast<int>(todo.size())));
-  if (on_line)
+  if (on_line && args.solve)
     on_line(fmt::format("{}: {} planners x {} budgets; {} stored already, {} to solve, {} at a time",
                         setup.graph.name, names.size(), grid.size(), points.size(), todo.size(), jobs));
   solve_and_store(args, setup, todo, jobs, db, points, on_line);
+  if (args.cell) return points;  // one cell: sharing is the collecting sweep's
   // Points of other modes or deadlines are not in this call: every point here shares graph,
   // objective and deadline.
   const int adopted = share_incumbents(points, choose_gap(args.plan, setup.graph).gap, db);
@@ -368,6 +376,31 @@ std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::functio
                         adopted));
   mark_fronts(points);
   return points;
+}
+
+}  // namespace
+
+std::vector<ParetoPoint> pareto_sweep(const ParetoArgs& args, const std::function<void(const std::string&)>& on_line) {
+  std::size_t cells = 0;
+  std::vector<ParetoPoint> all;
+  if (const auto modes = sweep_modes_of(args.plan); !modes.empty()) {
+    ParetoArgs a = args;
+    const auto board = devices::find_board(args.plan.board);
+    a.plan.power_mode = std::string(board->power_mode);
+    const double deadline_s = parse_deadline(args.plan.deadline, load_graph(a.plan).single_pass_time_s());
+    a.plan.deadline = std::isfinite(deadline_s) ? fmt::format("{:.9g}s", deadline_s) : "none";
+    for (const auto& mode : modes) {
+      a.plan.power_mode = mode;
+      auto points = sweep_one_mode(a, on_line, cells);
+      all.insert(all.end(), points.begin(), points.end());
+    }
+    mark_fronts(all);
+  } else {
+    all = sweep_one_mode(args, on_line, cells);
+  }
+  if (args.cell && *args.cell >= cells)
+    throw InputError(fmt::format("--cell {}: this sweep has cells 0 to {}", *args.cell, cells - 1));
+  return all;
 }
 
 }  // namespace ergon::app

@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <functional>
+#include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,15 @@
 #include "costdb/plans.h"
 
 namespace ergon::app {
+
+/// One cell of a sweep: a planner at a budget in a power mode. Cells are numbered in sweep
+/// order (modes, then planners, then budgets ascending): a Slurm array task solves one.
+struct ParetoCell {
+  std::size_t index = 0;
+  std::string planner;
+  uint64_t budget_bytes = 0;
+  std::string power_mode;
+};
 
 struct ParetoArgs {
   PlanArgs plan;  ///< what to plan: model / onnx / graph, batch, board and mode; deadline, gap, time limit
@@ -24,6 +35,13 @@ struct ParetoArgs {
   const std::atomic<bool>* cancel = nullptr;
   /// Called after each point is stored, with the points done and the points to do.
   std::function<void(std::size_t done, std::size_t total)> on_point;
+  /// A Slurm array task: solve and store this cell alone (nothing shared between cells; the
+  /// collecting sweep shares incumbents). InputError when the sweep has no such cell.
+  std::optional<std::size_t> cell;
+  /// false: solve nothing; return the stored plans (incumbents shared, fronts marked) and put
+  /// the cells without one in `missing` (ergon pareto --collect, and counting the cells).
+  bool solve = true;
+  std::vector<ParetoCell>* missing = nullptr;
 };
 
 /// One planner at one budget, as the sweep stored (or found) it.

@@ -45,7 +45,8 @@ void add_attribute_commands(CLI::App& app, Commands& commands);
 /// plan, graph export.
 void add_plan_commands(CLI::App& app, Commands& commands);
 void add_validate_command(CLI::App& app, Commands& commands);
-void add_pareto_command(CLI::App& app, Commands& commands);
+/// `argc` and `argv` become a Slurm task's command line (ergon pareto --slurm).
+void add_pareto_command(CLI::App& app, Commands& commands, int argc, char** argv);
 void add_models_command(CLI::App& app, Commands& commands);
 /// probe list, probe read.
 void add_probe_commands(CLI::App& app, Commands& commands);

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   add_attribute_commands(app, commands);
   add_plan_commands(app, commands);
   add_validate_command(app, commands);
-  add_pareto_command(app, commands);
+  add_pareto_command(app, commands, argc, argv);
   add_models_command(app, commands);
   add_probe_commands(app, commands);
   add_boards_command(app, commands);

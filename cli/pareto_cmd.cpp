@@ -5,15 +5,19 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "app/slurm.h"
 #include "common/error.h"
+#include "costdb/database.h"
 
 namespace ergon::cli {
 
-int run_pareto(const ParetoArgs& args, const ParetoOutput& output, std::ostream& out) {
-  const auto points = app::pareto_sweep(args, [](const std::string& line) { std::cerr << line << "\n"; });
+namespace {
 
+/// The fronts as a table on `out`, and the points as CSV and JSON files when asked.
+void print_pareto(const std::vector<ParetoPoint>& points, const ParetoOutput& output, std::ostream& out) {
   // One row per budget, one column per planner: energy, with * on the planner's front.
   std::vector<std::string> planners;
   std::vector<uint64_t> budgets;
@@ -73,7 +77,73 @@ int run_pareto(const ParetoArgs& args, const ParetoOutput& output, std::ostream&
     }
     std::ofstream(output.json) << j.dump(2) << "\n";
   }
+}
+
+}  // namespace
+
+int run_pareto(const ParetoArgs& args, const ParetoOutput& output, std::ostream& out) {
+  print_pareto(app::pareto_sweep(args, [](const std::string& line) { std::cerr << line << "\n"; }), output, out);
   return 0;
+}
+
+int submit_pareto(const ParetoArgs& args, const ParetoSlurm& slurm, const std::vector<std::string>& task_command,
+                  std::ostream& out) {
+  ParetoArgs count = args;
+  count.solve = false;
+  std::vector<app::ParetoCell> missing;
+  count.missing = &missing;
+  const auto stored = app::pareto_sweep(count);
+  if (missing.empty()) {
+    out << fmt::format("every one of the sweep's {} cells is stored in {} already: nothing to submit\n", stored.size(),
+                       args.db);
+    return 0;
+  }
+  if (!costdb::is_postgres_locator(args.db))
+    std::cerr << "note: every task writes into the SQLite file " << args.db
+              << ": it must be on a file system all nodes share (and SQLite over NFS is unsafe); a "
+                 "PostgreSQL --db is the lab's way (docs/lab.md)\n";
+  app::SlurmSubmit submit;
+  submit.command = task_command;
+  submit.partition = slurm.partition;
+  submit.root = slurm.root;
+  for (const auto& cell : missing) submit.cells.push_back(cell.index);
+  const auto job = app::submit_slurm_array(submit);
+  out << fmt::format("submitted job {}: {} tasks, one per cell not stored yet ({} of {} are); logs in {}\n", job.id,
+                     missing.size(), stored.size(), stored.size() + missing.size(), job.folder.string());
+  std::string again;
+  for (std::size_t i = 1; i < task_command.size(); ++i) again += " " + task_command[i];
+  out << fmt::format("the fronts as tasks finish: ergon{} --collect {}\n", again, job.id);
+  return 0;
+}
+
+int collect_pareto(const ParetoArgs& args, const ParetoSlurm& slurm, const ParetoOutput& output, std::ostream& out) {
+  ParetoArgs collect = args;
+  collect.solve = false;
+  std::vector<app::ParetoCell> missing;
+  collect.missing = &missing;
+  const auto points = app::pareto_sweep(collect);
+  print_pareto(points, output, out);
+  std::vector<std::size_t> cells;
+  for (const auto& cell : missing) cells.push_back(cell.index);
+  const auto tasks = app::slurm_task_states(slurm.collect, slurm.root, cells);
+  std::map<std::string, int> count;
+  for (const auto& t : tasks) ++count[t.state];
+  const std::size_t total = missing.size() + points.size();
+  out << fmt::format("job {}: {} of {} cells stored", slurm.collect, total - missing.size(), total);
+  for (const char* state : {"running", "pending", "failed", "done", "unknown"})
+    if (count[state] > 0)
+      out << fmt::format("; {} {}", count[state], std::string(state) == "done" ? "ended without a plan" : state);
+  out << "\n";
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const auto& t = tasks[i];
+    if (t.state != "failed" && t.state != "unknown" && t.state != "done") continue;
+    const auto& cell = missing[i];
+    out << fmt::format("  cell {} ({} at {} B{}): {}\n", cell.index, cell.planner, cell.budget_bytes,
+                       cell.power_mode.empty() ? "" : " in " + cell.power_mode,
+                       t.state == "done" ? "the task ended well but stored no plan (another --db?)" : t.reason);
+  }
+  if (count["failed"] > 0 || count["unknown"] > 0 || count["done"] > 0) return 1;
+  return missing.empty() ? 0 : 2;
 }
 
 }  // namespace ergon::cli

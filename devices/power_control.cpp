@@ -185,8 +185,10 @@ class PopenRunner final : public CommandRunner {
   std::pair<int, std::string> run(const std::vector<std::string>& argv) override {
     std::string cmd;
     for (const auto& a : argv) {
-      // Our own arguments (a tool name, flags, numbers): quoted anyway.
-      cmd += (cmd.empty() ? "'" : " '") + a + "'";
+      // Single-quoted for the shell; a quote inside ends the quoting, is escaped, resumes it.
+      cmd += cmd.empty() ? "'" : " '";
+      for (char c : a) cmd += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      cmd += '\'';
     }
     cmd += " 2>&1";
     FILE* p = ::popen(cmd.c_str(), "r");

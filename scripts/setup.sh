@@ -9,6 +9,7 @@ packages=(
   libboost-dev                        # Boost.Asio (serial ports, TCP)
   libsqlite3-dev sqlite3
   libpq-dev postgresql                # the lab's shared cost database; its tests start their own server
+  slurm-wlm munge                     # ergon pareto --slurm; its tests start a single-node cluster
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   coinor-libcbc-dev libeigen3-dev     # MILP solver (planner), linear algebra
