@@ -110,39 +110,56 @@ int submit_pareto(const ParetoArgs& args, const ParetoSlurm& slurm, const std::v
   const auto job = app::submit_slurm_array(submit);
   out << fmt::format("submitted job {}: {} tasks, one per cell not stored yet ({} of {} are); logs in {}\n", job.id,
                      missing.size(), stored.size(), stored.size() + missing.size(), job.folder.string());
-  std::string again;
-  for (std::size_t i = 1; i < task_command.size(); ++i) again += " " + task_command[i];
+  std::string again;  // to paste into a shell: quoted where it has to be
+  for (std::size_t i = 1; i < task_command.size(); ++i) {
+    const std::string& arg = task_command[i];
+    const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                             "0123456789-_=./,:@%+") == std::string::npos;
+    std::string quoted = "'";
+    for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    again += " " + (plain ? arg : quoted + "'");
+  }
   out << fmt::format("the fronts as tasks finish: ergon{} --collect {}\n", again, job.id);
   return 0;
 }
 
 int collect_pareto(const ParetoArgs& args, const ParetoSlurm& slurm, const ParetoOutput& output, std::ostream& out) {
+  // The tasks' states are read between two reads of the database: a task seen ended had
+  // committed its plan before it ended, so the second read has it. (Read the other way round,
+  // a task ending in between would look as if it had stored nothing.)
   ParetoArgs collect = args;
   collect.solve = false;
+  std::vector<app::ParetoCell> before;
+  collect.missing = &before;
+  app::pareto_sweep(collect);
+  std::vector<std::size_t> cells;
+  for (const auto& cell : before) cells.push_back(cell.index);
+  const auto states = app::slurm_task_states(slurm.collect, slurm.root, cells);
   std::vector<app::ParetoCell> missing;
   collect.missing = &missing;
   const auto points = app::pareto_sweep(collect);
   print_pareto(points, output, out);
-  std::vector<std::size_t> cells;
-  for (const auto& cell : missing) cells.push_back(cell.index);
-  const auto tasks = app::slurm_task_states(slurm.collect, slurm.root, cells);
+
   std::map<std::string, int> count;
-  for (const auto& t : tasks) ++count[t.state];
+  std::vector<std::pair<app::ParetoCell, app::SlurmTask>> troubled;
+  for (const auto& cell : missing) {
+    const auto it = std::find_if(states.begin(), states.end(), [&](const auto& t) { return t.index == cell.index; });
+    if (it == states.end()) continue;
+    ++count[it->state];
+    if (it->state == "failed" || it->state == "unknown" || it->state == "done") troubled.emplace_back(cell, *it);
+  }
   const std::size_t total = missing.size() + points.size();
-  out << fmt::format("job {}: {} of {} cells stored", slurm.collect, total - missing.size(), total);
+  out << fmt::format("job {}: {} of {} cells stored", slurm.collect, points.size(), total);
   for (const char* state : {"running", "pending", "failed", "done", "unknown"})
     if (count[state] > 0)
       out << fmt::format("; {} {}", count[state], std::string(state) == "done" ? "ended without a plan" : state);
   out << "\n";
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const auto& t = tasks[i];
-    if (t.state != "failed" && t.state != "unknown" && t.state != "done") continue;
-    const auto& cell = missing[i];
+  for (const auto& [cell, task] : troubled)
     out << fmt::format("  cell {} ({} at {} B{}): {}\n", cell.index, cell.planner, cell.budget_bytes,
                        cell.power_mode.empty() ? "" : " in " + cell.power_mode,
-                       t.state == "done" ? "the task ended well but stored no plan (another --db?)" : t.reason);
-  }
-  if (count["failed"] > 0 || count["unknown"] > 0 || count["done"] > 0) return 1;
+                       task.state == "done" ? "the task ended well but its plan is not in this --db (another --db?)"
+                                            : task.reason);
+  if (!troubled.empty()) return 1;
   return missing.empty() ? 0 : 2;
 }
 

@@ -50,7 +50,7 @@ mem_mb=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 512 ))
 port=$(( 20000 + $(cksum <<<"$dir" | cut -d' ' -f1) % 20000 ))
 cat >"$dir/slurm.conf" <<EOF
 ClusterName=ergontest
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 AuthType=auth/munge
 AuthInfo=socket=$dir/munge/sock
 CryptoType=crypto/munge
@@ -74,7 +74,7 @@ SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.log
 MpiDefault=none
 MaxArraySize=10001
-NodeName=$host CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
 
