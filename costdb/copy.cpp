@@ -153,21 +153,13 @@ std::pair<uint64_t, uint64_t> copy_raw(Database::Impl& from, int64_t from_run, R
   }
   {
     constexpr std::size_t kChunk = 1 << 16;
-    detail::Statement q(from,
-                        "SELECT rail, t_ticks, bus_uv, current_ua, power_uw, flags FROM power_samples "
-                        "WHERE run_id = ?1 ORDER BY rowid");
+    detail::Statement q(from, std::string("SELECT ") + detail::kSampleColumns +
+                                  " FROM power_samples WHERE run_id = ?1 ORDER BY rowid");
     q.bind(1, from_run);
     std::vector<probes::PowerSample> chunk;
     chunk.reserve(kChunk);
     while (q.step(doing)) {
-      probes::PowerSample s;
-      s.rail = static_cast<uint8_t>(q.column_int64(0));
-      s.t_ticks = q.column_uint64(1);
-      s.bus_uv = static_cast<int32_t>(q.column_int64(2));
-      s.current_ua = static_cast<int32_t>(q.column_int64(3));
-      s.power_uw = static_cast<int32_t>(q.column_int64(4));
-      s.flags = static_cast<uint8_t>(q.column_int64(5));
-      chunk.push_back(s);
+      chunk.push_back(q.column_sample());
       if (chunk.size() == kChunk) {
         writer.add_samples(chunk);
         sample_count += chunk.size();

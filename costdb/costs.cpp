@@ -46,20 +46,10 @@ RunData load_run_data(Database& database, int64_t run_id) {
     }
   }
   {
-    detail::Statement q(db,
-                        "SELECT rail, t_ticks, bus_uv, current_ua, power_uw, flags "
-                        "FROM power_samples WHERE run_id = ?1");
+    detail::Statement q(db, std::string("SELECT ") + detail::kSampleColumns +
+                                " FROM power_samples WHERE run_id = ?1");
     q.bind(1, run_id);
-    while (q.step(doing)) {
-      probes::PowerSample s;
-      s.rail = static_cast<uint8_t>(q.column_int64(0));
-      s.t_ticks = q.column_uint64(1);
-      s.bus_uv = static_cast<int32_t>(q.column_int64(2));
-      s.current_ua = static_cast<int32_t>(q.column_int64(3));
-      s.power_uw = static_cast<int32_t>(q.column_int64(4));
-      s.flags = static_cast<uint8_t>(q.column_int64(5));
-      d.samples.push_back(s);
-    }
+    while (q.step(doing)) d.samples.push_back(q.column_sample());
     std::stable_sort(d.samples.begin(), d.samples.end(),
                      [](const auto& a, const auto& b) { return a.t_ticks < b.t_ticks; });
   }

@@ -57,12 +57,7 @@ std::unique_ptr<Database::Impl> open_impl(const std::filesystem::path& path, boo
 
   if (read_only) {
     if (any_version) return impl;
-    if (impl->version == 0) throw DatabaseError(where + " is not an ergon database (no schema)");
-    if (impl->version < kSchemaVersion) {
-      throw DatabaseError(where + " has schema version " + std::to_string(impl->version) +
-                          ", older than this ergon (" + std::to_string(kSchemaVersion) +
-                          "): upgrade it once with ergon upgrade --db " + path.string());
-    }
+    detail::check_schema_version(where, impl->version, true);
     detail::exec(db, "PRAGMA foreign_keys = ON", path, "cannot configure the connection");
     return impl;
   }
@@ -77,6 +72,19 @@ std::unique_ptr<Database::Impl> open_impl(const std::filesystem::path& path, boo
 }  // namespace
 
 namespace detail {
+
+void check_schema_version(const std::string& where, int version, bool read_only) {
+  if (version > kSchemaVersion)
+    throw DatabaseError(where + " has schema version " + std::to_string(version) +
+                        ", newer than this ergon understands (" + std::to_string(kSchemaVersion) +
+                        "): upgrade ergon");
+  if (!read_only) return;
+  if (version == 0) throw DatabaseError(where + " is not an ergon database (no schema)");
+  if (version < kSchemaVersion)
+    throw DatabaseError(where + " has schema version " + std::to_string(version) + ", older than this ergon (" +
+                        std::to_string(kSchemaVersion) + "): upgrade it once with ergon upgrade --db " +
+                        where.substr(std::string("database ").size()));
+}
 
 void throw_sqlite(sqlite3* db, int rc, const std::filesystem::path& path, std::string_view doing) {
   const int primary = rc & 0xff;

@@ -86,6 +86,13 @@ void exec(Database::Impl& db, const std::string& sql, std::string_view doing);
 /// SQLite only: the same on a bare connection (opening, migrating).
 void exec(sqlite3* db, const char* sql, const std::filesystem::path& path, std::string_view doing);
 
+/// The columns of power_samples that make a probes::PowerSample, in read_sample's order.
+inline constexpr const char* kSampleColumns = "rail, t_ticks, bus_uv, current_ua, power_uw, flags";
+
+/// Refuses a version this ergon cannot use: newer than it (any open), or, for a read-only
+/// open, none or older (an upgrade writes). `where` is "database <path>".
+void check_schema_version(const std::string& where, int version, bool read_only);
+
 /// PostgreSQL only: runs SQL through the simple protocol (several statements allowed, no
 /// parameters) after sending the buffered COPYs.
 void postgres_exec(Database::Impl& db, const char* sql, std::string_view doing);
@@ -151,6 +158,17 @@ class Statement {
   [[nodiscard]] double column_double(int col) const;
   [[nodiscard]] std::vector<uint8_t> column_blob(int col) const;
   [[nodiscard]] std::string_view column_text(int col) const;
+  /// The row's first six columns as a sample (a query of kSampleColumns).
+  [[nodiscard]] probes::PowerSample column_sample() const {
+    probes::PowerSample s;
+    s.rail = static_cast<uint8_t>(column_int64(0));
+    s.t_ticks = column_uint64(1);
+    s.bus_uv = static_cast<int32_t>(column_int64(2));
+    s.current_ua = static_cast<int32_t>(column_int64(3));
+    s.power_uw = static_cast<int32_t>(column_int64(4));
+    s.flags = static_cast<uint8_t>(column_int64(5));
+    return s;
+  }
 
  private:
   struct PgParam {

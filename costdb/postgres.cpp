@@ -615,19 +615,10 @@ std::unique_ptr<Database::Impl> open_postgres(const std::string& locator, bool r
   simple_exec(*impl, "SET client_min_messages = warning", "cannot configure the connection");
 
   impl->version = read_version(*impl);
-  if (impl->version > kSchemaVersion) {
-    throw DatabaseError(where + " has schema version " + std::to_string(impl->version) +
-                        ", newer than this ergon understands (" + std::to_string(kSchemaVersion) +
-                        "): upgrade ergon");
-  }
+  check_schema_version(where, impl->version, false);
   if (read_only) {
     if (any_version) return impl;
-    if (impl->version == 0) throw DatabaseError(where + " is not an ergon database (no schema)");
-    if (impl->version < kSchemaVersion) {
-      throw DatabaseError(where + " has schema version " + std::to_string(impl->version) +
-                          ", older than this ergon (" + std::to_string(kSchemaVersion) +
-                          "): upgrade it once with ergon upgrade --db " + impl->path.string());
-    }
+    check_schema_version(where, impl->version, true);
     simple_exec(*impl, "SET default_transaction_read_only = on", "cannot configure the connection");
     return impl;
   }

@@ -392,12 +392,6 @@ constexpr std::array kMigrations{
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");
 
-std::string too_new_message(const std::filesystem::path& path, int version) {
-  return "database " + path.string() + " has schema version " + std::to_string(version) +
-         ", newer than this ergon understands (" + std::to_string(kSchemaVersion) +
-         "): upgrade ergon";
-}
-
 bool has_tables(sqlite3* db, const std::filesystem::path& path) {
   sqlite3_stmt* query = nullptr;
   int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_schema LIMIT 1", -1, &query, nullptr);
@@ -416,7 +410,7 @@ int read_schema_version(sqlite3* db, const std::filesystem::path& path) {
   const int version = rc == SQLITE_ROW ? sqlite3_column_int(stmt, 0) : 0;
   sqlite3_finalize(stmt);
   if (rc == SQLITE_ROW) {
-    if (version > kSchemaVersion) throw DatabaseError(too_new_message(path, version));
+    check_schema_version("database " + path.string(), version, false);
     return version;
   }
   if ((rc & 0xff) == SQLITE_NOTADB) {

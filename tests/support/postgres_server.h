@@ -246,11 +246,4 @@ class PostgresServer {
   pid_t watchdog_pid_ = -1;
 };
 
-/// In a test: skips it (naming why) when no server could start.
-#define ERGON_REQUIRE_POSTGRES()                                                          \
-  do {                                                                                    \
-    auto& pg_server_ = ::ergon::testing::PostgresServer::shared();                        \
-    if (!pg_server_.available()) GTEST_SKIP() << "PostgreSQL: " << pg_server_.why_not(); \
-  } while (false)
-
 }  // namespace ergon::testing
