@@ -250,7 +250,7 @@ constexpr std::array kPostgresMigrations{PostgresMigration{10, kPostgresV10}};
 static_assert(kPostgresMigrations.back().version == kSchemaVersion,
               "the last PostgreSQL migration must bring a database to kSchemaVersion");
 
-/// Serializes ergons migrating the same database at once (pg_advisory_xact_lock's key).
+/// Serializes ergons migrating the same database at once (pg_advisory_lock's key).
 constexpr int64_t kMigrationLock = 0x6572676f6e;  // "ergon"
 
 /// The first line of a libpq message, without its "ERROR:  " or "FATAL:  " prefix.
@@ -624,10 +624,18 @@ std::unique_ptr<Database::Impl> open_postgres(const std::string& locator, bool r
   }
 
   if (impl->version < kSchemaVersion) {
+    // The lock is the session's, taken before the transaction: a transaction that began before
+    // another ergon's migration committed would not see its tables by name (its catalog cache
+    // is only refreshed when a transaction starts), and would take them for foreign ones.
+    const std::string lock = std::to_string(kMigrationLock);
+    simple_exec(*impl, ("SELECT pg_advisory_lock(" + lock + ")").c_str(), "cannot start the schema migration");
+    struct Unlock {
+      PGconn* pg;
+      std::string sql;
+      ~Unlock() { PQclear(PQexec(pg, sql.c_str())); }
+    } unlock{impl->pg, "SELECT pg_advisory_unlock(" + lock + ")"};
     simple_exec(*impl, "BEGIN", "cannot start the schema migration");
     try {
-      simple_exec(*impl, ("SELECT pg_advisory_xact_lock(" + std::to_string(kMigrationLock) + ")").c_str(),
-                  "cannot start the schema migration");
       // Read again under the lock: another ergon may have migrated meanwhile.
       int version = read_version(*impl);
       if (version == 0) {
