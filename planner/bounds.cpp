@@ -1,6 +1,7 @@
 #include "planner/bounds.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 #include <utility>
 
@@ -37,6 +38,34 @@ void append_hull_segments(std::vector<Point>& options, std::vector<Segment>& seg
     segments.push_back({hull[k].bytes - hull[k - 1].bytes, hull[k].cost_j - hull[k - 1].cost_j});
 }
 
+/// The largest of `values` over an index range, in O(1) per query (a sparse table).
+class RangeMax {
+ public:
+  explicit RangeMax(const std::vector<double>& values) {
+    const std::size_t n = values.size();
+    levels_.push_back(values);
+    for (std::size_t width = 2; width <= n; width *= 2) {
+      const auto& prev = levels_.back();
+      std::vector<double> next(n - width + 1);
+      for (std::size_t i = 0; i < next.size(); ++i)
+        next[i] = std::max(prev[i], prev[i + width / 2]);
+      levels_.push_back(std::move(next));
+    }
+  }
+  /// max of values[a..b]; 0 when the range is empty.
+  [[nodiscard]] double operator()(int a, int b) const {
+    if (a > b) return 0;
+    const auto len = static_cast<std::size_t>(b - a + 1);
+    const std::size_t k = std::bit_width(len) - 1;
+    const std::size_t width = std::size_t{1} << k;
+    return std::max(levels_[k][static_cast<std::size_t>(a)],
+                    levels_[k][static_cast<std::size_t>(b) + 1 - width]);
+  }
+
+ private:
+  std::vector<std::vector<double>> levels_;
+};
+
 }  // namespace
 
 double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
@@ -45,44 +74,61 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   const auto inputs = graph.inputs();
   const auto users = graph.users();
   const bool total = objective == Objective::kTotal;
-  // What computing a node costs in any schedule under the objective: under kTotal its energy
-  // above idle plus idle power over its time (the makespan holds every compute), which is
-  // never below its energy.
-  auto compute_j = [&](const TrainingNode& node) {
-    return total ? graph.dynamic_energy_j(node.energy_j, node.time_s) +
-                       graph.idle_power_w * node.time_s
-                 : node.energy_j;
+  // Under kTotal a stage lasts max(C, X) (its computes C, recomputations R included, and
+  // its transfers X), and one pass's nodes are in every schedule. For any lambda in [0, 1],
+  //   max(C, X) - own node's time >= lambda R + (1 - lambda) sum_k max(0, x_k - own time),
+  // so idle power may be charged on a share lambda of each recomputation's time and on the
+  // share 1 - lambda of each transfer's time that its stage's own node cannot hide: every
+  // lambda gives a bound, and each moment takes the best of a grid. lambda = 1 is the
+  // bound that ignores transfer time (all of it hidden behind compute); the others see that
+  // a page-in of a tensor larger than any node's compute in its window stalls.
+  const double idle_w = total ? graph.idle_power_w : 0.0;
+  auto compute_j = [&](const NodeCost& c, double lambda) {
+    return total ? graph.dynamic_energy_j(c.energy_j, c.time_s) + lambda * idle_w * c.time_s
+                 : c.energy_j;
   };
   // A recomputation may fall in either phase (per-phase power modes): the cheaper counts.
-  auto recompute_j = [&](int i) {
-    TrainingNode late = graph.nodes[i];
-    const NodeCost c = graph.compute_cost(i, true);
-    late.time_s = c.time_s;
-    late.energy_j = c.energy_j;
-    return std::min(compute_j(graph.nodes[i]), compute_j(late));
+  auto recompute_j = [&](int i, double lambda) {
+    const NodeCost early{graph.nodes[i].time_s, graph.nodes[i].energy_j};
+    return std::min(compute_j(early, lambda), compute_j(graph.compute_cost(i, true), lambda));
   };
-  // Transfers may overlap compute under kTotal: only their energy above idle is certain.
+  // Transfers may overlap compute under kTotal: their energy above idle is certain, their
+  // time only beyond what the stage's own node hides (see above).
   auto transfer_j = [&](double energy_j, double time_s) {
     return total ? graph.dynamic_energy_j(energy_j, time_s) : energy_j;
   };
-  // Recreating a tensor after it was dropped, at the least: paging it out and back in, or
-  // computing it again (without whatever its own inputs cost).
+  // The model's compute time of each stage's own node, and its largest over a window.
+  const int late_from = graph.backward_phase_start();
+  std::vector<double> own_s(static_cast<std::size_t>(n));
+  for (int s = 0; s < n; ++s) own_s[s] = graph.compute_cost(s, s >= late_from).time_s;
+  const RangeMax longest(own_s);
+
   constexpr double kNever = std::numeric_limits<double>::infinity();
-  std::vector<double> page_j(static_cast<std::size_t>(n), kNever);
-  std::vector<double> recreate_j(static_cast<std::size_t>(n));
+  std::vector<double> page_j(static_cast<std::size_t>(n), kNever);  // energy above idle
   for (int i = 0; i < n; ++i) {
     const auto& node = graph.nodes[i];
     if (allowed.paging)
       page_j[i] = transfer_j(node.pageout_energy_j, node.pageout_time_s) +
                   transfer_j(node.pagein_energy_j, node.pagein_time_s);
-    recreate_j[i] = std::min(page_j[i], allowed.recompute ? recompute_j(i) : kNever);
   }
+  // Recreating a tensor after it was dropped, at the least: paging it out and back in, or
+  // computing it again (without whatever its own inputs cost).
+  auto recreate_j = [&](int i, double lambda) {
+    return std::min(page_j[i], allowed.recompute ? recompute_j(i, lambda) : kNever);
+  };
   double one_pass_j = 0;
-  for (const auto& node : graph.nodes) one_pass_j += compute_j(node);
+  for (const auto& node : graph.nodes)
+    one_pass_j += total ? graph.dynamic_energy_j(node.energy_j, node.time_s) + idle_w * node.time_s
+                        : node.energy_j;
 
   // last_use[i]: the last consumer of i's output (i itself when nothing consumes it).
   std::vector<int> last_use(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) last_use[i] = users[i].empty() ? i : users[i].back();
+
+  // The share of idle power on transfers is tried at these lambdas (only 1 without idle).
+  std::vector<double> lambdas = {1.0};
+  if (total && idle_w > 0 && allowed.paging)
+    for (int k = 0; k < 20; ++k) lambdas.push_back(k / 20.0);
 
   // At the moment node t is computed, each earlier output falls in one of three groups:
   // `kNeeded` (t's inputs and output: in memory), `kLive` (a later node consumes it: in
@@ -93,6 +139,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   std::vector<int> sharers(static_cast<std::size_t>(n));  // live outputs a dead one feeds
   std::vector<Segment> segments;
   std::vector<Point> options;
+  std::vector<Point> extra;
   double worst_extra_j = 0;
   for (int t = 0; t < n; ++t) {
     std::fill(group.begin(), group.begin() + t + 1, kDead);
@@ -118,54 +165,73 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
         for (int j : inputs[i])
           if (group[j] == kDead) ++sharers[j];
 
-    // Each live output offers ways to free its bytes at a cost: page it (its bytes, the
-    // transfers' energy) or recompute it later, which needs each dead input either kept
-    // (its bytes back, shared among the live outputs it feeds) or re-created (its cost,
-    // shared likewise). Sharing divides so that a kept or re-created input is never charged
-    // more than once. The cheapest cost of freeing b bytes of one output is the lower convex
-    // hull of those options; a fractional knapsack over all hull segments bounds the total.
-    segments.clear();
-    for (int i = 0; i < t; ++i) {
-      if (group[i] != kLive) continue;
-      const double bytes = static_cast<double>(graph.nodes[i].output_bytes);
-      options.clear();
-      if (page_j[i] < kNever) options.push_back({bytes, page_j[i]});
-      if (allowed.recompute) {
-        Point p{bytes, recompute_j(i)};
-        std::vector<Point> extra;  // re-creating a dead input instead of keeping it
-        for (int j : inputs[i]) {
-          if (group[j] != kDead) continue;
-          const double share = 1.0 / sharers[j];
-          const double input_bytes = static_cast<double>(graph.nodes[j].output_bytes) * share;
-          p.bytes -= input_bytes;
-          extra.push_back({input_bytes, recreate_j[j] * share});
+    for (const double lambda : lambdas) {
+      // Each live output offers ways to free its bytes at a cost: page it (its bytes, the
+      // transfers' energy) or recompute it later, which needs each dead input either kept
+      // (its bytes back, shared among the live outputs it feeds) or re-created (its cost,
+      // shared likewise). Sharing divides so that a kept or re-created input is never
+      // charged more than once. The cheapest cost of freeing b bytes of one output is the
+      // lower convex hull of those options; a fractional knapsack over all hull segments
+      // bounds the total.
+      segments.clear();
+      for (int i = 0; i < t; ++i) {
+        if (group[i] != kLive) continue;
+        const auto& node = graph.nodes[i];
+        const double bytes = static_cast<double>(node.output_bytes);
+        options.clear();
+        if (page_j[i] < kNever) {
+          double cost_j = page_j[i];
+          if (lambda < 1) {
+            // Under kTotal the page-out runs in a stage from i + 1 to t - 1 (a tensor being
+            // paged out stays all stage), and the page-in in a stage from t + 1 to its last
+            // use's (or late, hidden by nothing).
+            if (t - 1 < i + 1) cost_j = kNever;
+            const double hidden_out_s = longest(i + 1, t - 1);
+            const double hidden_in_s = longest(t + 1, last_use[i] - 1);
+            cost_j += (1 - lambda) * idle_w *
+                      (std::max(0.0, node.pageout_time_s - hidden_out_s) +
+                       std::max(0.0, node.pagein_time_s - hidden_in_s));
+          }
+          if (cost_j < kNever) options.push_back({bytes, cost_j});
         }
-        std::sort(extra.begin(), extra.end(), [](const Point& a, const Point& b) {
-          return a.cost_j * b.bytes < b.cost_j * a.bytes;
-        });
-        options.push_back(p);
-        for (const Point& e : extra) {
-          if (!(e.cost_j < kNever)) break;
-          p.bytes += e.bytes;
-          p.cost_j += e.cost_j;
+        if (allowed.recompute) {
+          Point p{bytes, recompute_j(i, lambda)};
+          extra.clear();  // re-creating a dead input instead of keeping it
+          for (int j : inputs[i]) {
+            if (group[j] != kDead) continue;
+            const double share = 1.0 / sharers[j];
+            const double input_bytes = static_cast<double>(graph.nodes[j].output_bytes) * share;
+            p.bytes -= input_bytes;
+            extra.push_back({input_bytes, recreate_j(j, lambda) * share});
+          }
+          std::sort(extra.begin(), extra.end(), [](const Point& a, const Point& b) {
+            return a.cost_j * b.bytes < b.cost_j * a.bytes;
+          });
           options.push_back(p);
+          for (const Point& e : extra) {
+            if (!(e.cost_j < kNever)) break;
+            p.bytes += e.bytes;
+            p.cost_j += e.cost_j;
+            options.push_back(p);
+          }
         }
+        append_hull_segments(options, segments);
       }
-      append_hull_segments(options, segments);
+      double shortfall = static_cast<double>(needed_bytes + live_bytes - budget_bytes);
+      std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {
+        return a.cost_j * b.bytes < b.cost_j * a.bytes;
+      });
+      double extra_j = 0;
+      for (const Segment& seg : segments) {
+        if (shortfall <= 0) break;
+        const double take = std::min(shortfall, seg.bytes);
+        extra_j += seg.cost_j * (take / seg.bytes);
+        shortfall -= take;
+      }
+      // Bytes left over when every option is used: no schedule exists (reported elsewhere),
+      // or, at lambda < 1, paging is impossible here, which lambda = 1 does not assume.
+      if (shortfall <= 0) worst_extra_j = std::max(worst_extra_j, extra_j);
     }
-    double shortfall = static_cast<double>(needed_bytes + live_bytes - budget_bytes);
-    std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {
-      return a.cost_j * b.bytes < b.cost_j * a.bytes;
-    });
-    double extra_j = 0;
-    for (const Segment& seg : segments) {
-      if (shortfall <= 0) break;
-      const double take = std::min(shortfall, seg.bytes);
-      extra_j += seg.cost_j * (take / seg.bytes);
-      shortfall -= take;
-    }
-    // Bytes left over when every option is used: no schedule exists (reported elsewhere).
-    if (shortfall <= 0) worst_extra_j = std::max(worst_extra_j, extra_j);
   }
   return one_pass_j + worst_extra_j;
 }
