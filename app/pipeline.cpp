@@ -460,6 +460,7 @@ class Pipeline {
       req.activations_only = true;
       req.deadline_s = std::numeric_limits<double>::infinity();
       req.relative_gap = kProfileGap;
+      req.baseline_may_answer = false;  // a baseline's cheaper schedule may hold a larger stash
       req.threads = args_.threads;
       req.time_limit_s = std::clamp((args_.time_limit_s - elapsed_s()) / 40, 0.1, 5.0);
       const planner::PlanResult r = planner::run_planner(args_.planner, graph, req, *solver_);

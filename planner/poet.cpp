@@ -343,27 +343,36 @@ constexpr int kMaxMilpNodes = 400;
 /// fallback baseline, depending on the machine's load.
 constexpr double kGreedyGiveUpShare = 0.8;
 
-/// The least-energy schedule among the baselines whose moves POET's contain (store-all, chen
-/// with recomputation, capuchin with what the request allows), bounded by `bound_j`, as a
-/// result of poet's; nullopt when none finds one.
-std::optional<PlanResult> best_contained_baseline(const TrainingGraph& graph,
-                                                  const PlanRequest& request, double bound_j) {
-  std::optional<PlanResult> best;
-  for (const char* name : {"store-all", "chen", "capuchin"}) {
-    if (std::string(name) == "chen" && !request.allowed.recompute) continue;
-    PlanResult r = plan_baseline(name, graph, request);
-    if (!r.schedule) continue;
-    if (!best || r.objective_j < best->objective_j) best = std::move(r);
+/// The schedules of the baselines whose moves POET's contain, each a result of poet's bounded
+/// by `bound_j`: store-all; chen with recomputation; capuchin with what the request allows,
+/// and with recomputation only and paging only; rotor (recomputation) and pofo (both) where
+/// the graph is a chain. Only those that found a schedule.
+std::vector<PlanResult> contained_baselines(const TrainingGraph& graph, const PlanRequest& request,
+                                            double bound_j) {
+  const AllowedMoves allowed = request.allowed;
+  std::vector<std::pair<std::string, AllowedMoves>> runs = {{"store-all", allowed}};
+  if (allowed.recompute) runs.emplace_back("chen", allowed);
+  runs.emplace_back("capuchin", allowed);
+  if (allowed.recompute && allowed.paging) {
+    runs.emplace_back("capuchin", AllowedMoves{.recompute = true, .paging = false});
+    runs.emplace_back("capuchin", AllowedMoves{.recompute = false, .paging = true});
+    runs.emplace_back("pofo", allowed);
   }
-  if (!best) return std::nullopt;
-  best->note = "the " + best->planner + " baseline's schedule stands";
-  best->planner = "poet";
-  best->bound_j = std::min(std::max({best->bound_j, bound_j, graph.single_pass_energy_j()}),
-                           best->objective_j);
-  best->gap = (best->objective_j - best->bound_j) / std::max(best->objective_j, 1e-300);
-  best->status =
-      best->gap <= request.relative_gap ? ModelStatus::kOptimal : ModelStatus::kFeasible;
-  return best;
+  if (allowed.recompute) runs.emplace_back("rotor", allowed);
+  std::vector<PlanResult> found;
+  for (const auto& [name, moves] : runs) {
+    PlanRequest sub = request;
+    sub.allowed = moves;
+    PlanResult r = plan_baseline(name, graph, sub);
+    if (!r.schedule) continue;
+    r.note = "the " + r.planner + " baseline's schedule stands";
+    r.planner = "poet";
+    r.bound_j = std::min(std::max({r.bound_j, bound_j, graph.single_pass_energy_j()}), r.objective_j);
+    r.gap = (r.objective_j - r.bound_j) / std::max(r.objective_j, 1e-300);
+    r.status = r.gap <= request.relative_gap ? ModelStatus::kOptimal : ModelStatus::kFeasible;
+    found.push_back(std::move(r));
+  }
+  return found;
 }
 
 /// A plan of a model POET contains (POET limited to paging, or to recomputation), solved for
@@ -418,17 +427,16 @@ std::optional<uint64_t> smallest_greedy_budget(const TrainingGraph& graph,
   return hi;
 }
 
-}  // namespace
-
-PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver) {
-  const auto start = std::chrono::steady_clock::now();
+/// POET's search for a feasible request: greedy search (from its own start and from the
+/// baselines' schedules, `seeds`), the contained models, the LP relaxation and branch and
+/// bound, each while the gap is open and time is left. `fallback` is the cheapest contained
+/// baseline: the answer where the search finds nothing, and the bar contained models must
+/// pass.
+PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver,
+                       std::chrono::steady_clock::time_point start, double memory_bound_j,
+                       const std::vector<Schedule>& seeds, std::optional<PlanResult> fallback) {
   PlanResult result;
   result.planner = "poet";
-  if (std::string why = infeasibility_reason(graph, request); !why.empty()) {
-    result.status = ModelStatus::kInfeasible;
-    result.why = std::move(why);
-    return result;
-  }
   // From here on the budget is what activations may use; messages speak of the user's.
   const PlanRequest req = for_activations(graph, request);
   const uint64_t user_budget_bytes = request.budget_bytes;
@@ -448,16 +456,15 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
                     .incumbent = known_plan_j,
                     .bound = known_bound_j > 0 ? std::optional(known_bound_j) : std::nullopt});
   };
-  report("memory bound and greedy search");
-  const double memory_bound_j =
-      memory_lower_bound_j(graph, req.budget_bytes, req.objective, req.allowed);
   known_bound_j = memory_bound_j;
+  if (fallback) known_plan_j = fallback->objective_j;
+  report("greedy search");
   const double good_enough_j =
       req.relative_gap < 1 ? memory_bound_j / (1 - req.relative_gap) : memory_bound_j;
   std::optional<StagePlan> heuristic = greedy_stage_plan(
       graph, req.budget_bytes, req.deadline_s, req.allowed,
       std::clamp(req.time_limit_s / 5, 0.2, 10.0), req.objective, good_enough_j,
-      std::max(1.0, kGreedyGiveUpShare * req.time_limit_s));
+      std::max(1.0, kGreedyGiveUpShare * req.time_limit_s - seconds_since(start)), seeds);
   if (heuristic) {
     claim(graph, *heuristic, memory_bound_j, req, result);
     known_plan_j = result.objective_j;
@@ -468,7 +475,6 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   }
   // No greedy plan in its time (large graphs): the best contained baseline is the incumbent,
   // and the answer when the stage model is too large to build or no time is left.
-  std::optional<PlanResult> fallback;
   auto fall_back = [&](const std::string& why) {
     PlanResult r = std::move(*fallback);
     r.note = why + "; " + r.note;
@@ -476,7 +482,6 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     return r;
   };
   if (!heuristic) {
-    fallback = best_contained_baseline(graph, request, memory_bound_j);
     const bool milp_too_large = graph.size() > kMaxMilpNodes;
     if (fallback && (milp_too_large || req.time_limit_s - seconds_since(start) < 1.0)) {
       result = std::move(*fallback);
@@ -504,6 +509,45 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   result.rows = model.num_rows();
   result.nonzeros = model.num_nonzeros();
 
+  // POET's moves contain paging-only and recomputation-only schedules: their models, smaller
+  // and often solved fast, give warm starts the full search may not reach in its time (on
+  // POET's own M4 case the recomputation-only model finds in 3 s what the full model's LP
+  // and search miss in a minute). They go before the full model's LP relaxation, which on
+  // large models takes most of the limit. A model whose own memory bound is no better than
+  // the plan in hand cannot improve it and is skipped; the others run, most promising
+  // first, each with a quarter of the time left (at least a second). POET's answer is then
+  // never worse than what they find.
+  if (req.allowed.recompute && req.allowed.paging && req.time_limit_s - seconds_since(start) > 3.0) {
+    const double incumbent_j = heuristic ? evaluate_stage_plan(graph, *heuristic, req.objective).energy_j
+                               : fallback ? fallback->objective_j
+                                          : std::numeric_limits<double>::infinity();
+    std::vector<std::pair<double, AllowedMoves>> promising;
+    for (const AllowedMoves moves : {AllowedMoves{.recompute = false, .paging = true},
+                                     AllowedMoves{.recompute = true, .paging = false}}) {
+      const double own_bound_j = memory_lower_bound_j(graph, req.budget_bytes, req.objective, moves);
+      if (own_bound_j < incumbent_j * (1 - req.relative_gap)) promising.emplace_back(own_bound_j, moves);
+    }
+    std::stable_sort(promising.begin(), promising.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (!promising.empty()) report("paging-only and recomputation-only models");
+    for (const auto& [own_bound_j, moves] : promising) {
+      const double limit_s = std::max(1.0, (req.time_limit_s - seconds_since(start)) / 4);
+      auto plan = contained_plan(graph, req, moves, limit_s, solver);
+      if (!plan) continue;
+      const double energy_j = evaluate_stage_plan(graph, *plan, req.objective).energy_j;
+      if (heuristic && energy_j >= evaluate_stage_plan(graph, *heuristic, req.objective).energy_j) continue;
+      if (fallback && energy_j >= fallback->objective_j) continue;  // the baseline stays ahead
+      if (!poet.assignment(*plan, req)) continue;
+      heuristic = std::move(plan);
+      claim(graph, *heuristic, memory_bound_j, req, result);
+      known_plan_j = result.objective_j;
+      if (result.status == ModelStatus::kOptimal) {
+        result.solve_time_s = seconds_since(start);
+        return result;
+      }
+    }
+  }
+
   // The LP relaxation's optimum is a bound that often proves the heuristic within the gap;
   // CBC's own root solve on large models spends its whole limit in preprocessing first.
   double bound_j = memory_bound_j;  // the best lower bound known so far
@@ -524,33 +568,6 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     if (result.status == ModelStatus::kOptimal) {
       result.solve_time_s = seconds_since(start);
       return result;
-    }
-  }
-
-  // POET's moves contain paging-only and recomputation-only schedules: their models, smaller
-  // and often solved fast, give warm starts the full search may not reach in its time.
-  // Each gets a fifth of the time left (at least a second); POET's answer is then never
-  // worse than what they find.
-  if (req.allowed.recompute && req.allowed.paging && req.time_limit_s - seconds_since(start) > 3.0) {
-    known_bound_j = bound_j;
-    report("paging-only and recomputation-only models");
-    for (const AllowedMoves moves : {AllowedMoves{.recompute = false, .paging = true},
-                                     AllowedMoves{.recompute = true, .paging = false}}) {
-      const double limit_s = std::max(1.0, (req.time_limit_s - seconds_since(start)) / 5);
-      auto plan = contained_plan(graph, req, moves, limit_s, solver);
-      if (!plan) continue;
-      const double energy_j = evaluate_stage_plan(graph, *plan, req.objective).energy_j;
-      if (heuristic && energy_j >= evaluate_stage_plan(graph, *heuristic, req.objective).energy_j) continue;
-      if (fallback && energy_j >= fallback->objective_j) continue;  // the baseline stays ahead
-      if (!poet.assignment(*plan, req)) continue;
-      heuristic = std::move(plan);
-    }
-    if (heuristic) {
-      claim(graph, *heuristic, bound_j, req, result);
-      if (result.status == ModelStatus::kOptimal) {
-        result.solve_time_s = seconds_since(start);
-        return result;
-      }
     }
   }
 
@@ -651,6 +668,48 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
     result.note = buf;
   }
   return result;
+}
+
+}  // namespace
+
+PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver) {
+  const auto start = std::chrono::steady_clock::now();
+  if (std::string why = infeasibility_reason(graph, request); !why.empty()) {
+    PlanResult result;
+    result.planner = "poet";
+    result.status = ModelStatus::kInfeasible;
+    result.why = std::move(why);
+    return result;
+  }
+  if (request.progress)
+    request.progress({.phase = "memory bound and baselines", .elapsed_s = 0});
+  const PlanRequest req = for_activations(graph, request);
+  const double memory_bound_j = memory_lower_bound_j(graph, req.budget_bytes, req.objective, req.allowed);
+  // The baselines POET's moves contain: starts for the greedy search, and the answer
+  // wherever the search ends dearer (POET is never worse than a schedule it contains).
+  std::vector<PlanResult> baselines = contained_baselines(graph, request, memory_bound_j);
+  std::vector<Schedule> seeds;
+  std::optional<PlanResult> cheapest;
+  for (PlanResult& b : baselines) {
+    seeds.push_back(*b.schedule);
+    if (!cheapest || b.objective_j < cheapest->objective_j) cheapest = std::move(b);
+  }
+  PlanResult found = search_poet(graph, request, solver, start, memory_bound_j, seeds, cheapest);
+  if (!request.baseline_may_answer || !cheapest || (found.schedule && found.objective_j <= cheapest->objective_j) ||
+      found.status == ModelStatus::kInfeasible)
+    return found;
+  // The baseline's schedule is cheaper: it stands, with the best bound the search proved.
+  PlanResult r = std::move(*cheapest);
+  if (found.schedule) r.bound_j = std::min(std::max(r.bound_j, found.bound_j), r.objective_j);
+  r.gap = (r.objective_j - r.bound_j) / std::max(r.objective_j, 1e-300);
+  r.status = r.gap <= request.relative_gap ? ModelStatus::kOptimal : ModelStatus::kFeasible;
+  r.variables = found.variables;
+  r.integers = found.integers;
+  r.rows = found.rows;
+  r.nonzeros = found.nonzeros;
+  r.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!found.note.empty() && found.note != r.note) r.note = found.note + "; " + r.note;
+  return r;
 }
 
 }  // namespace ergon::planner

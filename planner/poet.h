@@ -27,6 +27,11 @@ struct PlanRequest {
   /// POET may recompute and page; turning one off gives the Checkmate-style remat-only MILP
   /// or a paging-only one, on the same model.
   AllowedMoves allowed;
+  /// POET answers with a contained baseline's schedule where it is cheaper than its own
+  /// plan (it is never worse than a schedule its moves contain). False where the caller
+  /// weighs schedules by more than the objective, as a pipeline stage weighs its stash: the
+  /// baselines then only seed the search, and stand only where it finds nothing.
+  bool baseline_may_answer = true;
   std::function<void(const SolveProgress&)> progress;
   std::vector<std::pair<std::string, std::string>> solver_parameters;
 };

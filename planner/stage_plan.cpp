@@ -208,13 +208,88 @@ class Greedy {
          double search_time_s, Objective objective, double good_enough_j, double give_up_s)
       : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget_bytes),
         deadline_(deadline_s), objective_(objective), good_enough_j_(good_enough_j),
-        stop_at_(after(search_time_s)), give_up_at_(after(give_up_s)) {
+        allowed_(allowed), stop_at_(after(search_time_s)), give_up_at_(after(give_up_s)) {
     if (allowed.recompute) bridges_.push_back(kRecompute);
     if (allowed.paging && objective == Objective::kTotal) bridges_.push_back(kPageLate);
     if (allowed.paging) bridges_.push_back(kPage);
   }
 
-  std::optional<StagePlan> run() {
+  /// The greedy start, and each seed's, repaired to fit; the cheapest is searched locally.
+  std::optional<StagePlan> run(const std::vector<Schedule>& seeds) {
+    std::optional<State> best;
+    auto consider = [&](std::optional<State> s) {
+      if (s && (!best || s->costs.energy_j < best->costs.energy_j)) best = std::move(s);
+    };
+    // Seeds first: one measure each where they fit, so a large graph whose own greedy start
+    // gives up still gets a plan to search from.
+    for (const Schedule& seed : seeds) {
+      if (given_up()) break;
+      std::optional<Choices> c = seed_choices(seed);
+      if (!c) continue;
+      State s = measure(std::move(*c));
+      if (fits_deadline(s) && repair(s)) consider(std::move(s));
+    }
+    consider(start());
+    if (!best) return std::nullopt;
+    improve(*best);
+    return std::move(best->plan);
+  }
+
+ private:
+  /// A schedule as choices: for each compute, stage by stage (a stage ends with the first
+  /// compute of its node), each input not computed earlier in the stage is recomputed there,
+  /// paged in for it, or carried. nullopt when first computes are out of node order or the
+  /// schedule uses a move this search may not.
+  std::optional<Choices> seed_choices(const Schedule& seed) const {
+    Choices c(n_, std::vector<char>(n_, kUnset));
+    std::vector<int> computed_in(n_, -1);  // the last stage that computed each node
+    std::vector<char> paged_in(n_, 0);     // paged in since its last read
+    // Where each node is first computed: in node order, or the seed is not in stage form.
+    std::vector<std::size_t> first(n_, seed.steps.size());
+    int fresh = 0;
+    for (std::size_t k = 0; k < seed.steps.size(); ++k) {
+      const Step& step = seed.steps[k];
+      if (step.node < 0 || step.node >= n_) return std::nullopt;
+      if (step.kind != StepKind::kCompute || step.node < fresh) continue;
+      if (step.node != fresh) return std::nullopt;
+      first[fresh++] = k;
+    }
+    if (fresh != n_) return std::nullopt;
+    // A compute step belongs to the stage of the next first compute at or after it.
+    std::vector<int> stage_of(seed.steps.size(), n_ - 1);
+    for (std::size_t k = 0, t = 0; k < seed.steps.size(); ++k) {
+      while (t + 1 < first.size() && first[t] < k) ++t;
+      if (first[t] < k && seed.steps[k].kind == StepKind::kCompute)
+        return std::nullopt;  // a compute after the last node's: no stage holds it
+      stage_of[k] = static_cast<int>(t);
+    }
+    for (std::size_t k = 0; k < seed.steps.size(); ++k) {
+      const Step& step = seed.steps[k];
+      const int i = step.node;
+      if (step.kind == StepKind::kPageIn) {
+        if (!allowed_.paging) return std::nullopt;
+        paged_in[i] = 1;
+        continue;
+      }
+      if (step.kind != StepKind::kCompute) continue;
+      const int t = stage_of[k];
+      if (i != t) {
+        if (!allowed_.recompute) return std::nullopt;
+        c[t][i] = kRecompute;
+      }
+      for (int in : inputs_[i]) {
+        if (computed_in[in] == t) continue;  // made earlier in this stage
+        if (c[t][in] == kUnset) c[t][in] = paged_in[in] ? kPage : kCarry;
+        paged_in[in] = 0;
+      }
+      computed_in[i] = t;
+    }
+    return c;
+  }
+
+  /// The greedy's own start: everything carried, then repaired; or, when no single bridge
+  /// helps, every tensor bridged and carried back where it fits. nullopt when neither fits.
+  std::optional<State> start() const {
     State s = measure(Choices(n_, std::vector<char>(n_, kUnset)));
     if (!fits_deadline(s)) return std::nullopt;
     if (!repair(s)) {
@@ -234,11 +309,9 @@ class Greedy {
       }
       if (!restarted) return std::nullopt;
     }
-    improve(s);
-    return std::move(s.plan);
+    return s;
   }
 
- private:
   static std::chrono::steady_clock::time_point after(double seconds) {
     const auto now = std::chrono::steady_clock::now();
     if (!(seconds < 1e9)) return std::chrono::steady_clock::time_point::max();
@@ -432,6 +505,7 @@ class Greedy {
   double deadline_;
   Objective objective_;
   double good_enough_j_;  ///< local search stops at or below this energy
+  AllowedMoves allowed_;
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
   std::chrono::steady_clock::time_point stop_at_;  ///< when local search gives up
   std::chrono::steady_clock::time_point give_up_at_;  ///< when finding any plan gives up
@@ -442,11 +516,12 @@ class Greedy {
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
                                            double deadline_s, AllowedMoves allowed,
                                            double search_time_s, Objective objective,
-                                           double good_enough_j, double give_up_s) {
+                                           double good_enough_j, double give_up_s,
+                                           const std::vector<Schedule>& seeds) {
   if (graph.size() == 0) return std::nullopt;
   std::optional<StagePlan> plan = Greedy(graph, budget_bytes, deadline_s, allowed, search_time_s,
                                          objective, good_enough_j, give_up_s)
-                                       .run();
+                                       .run(seeds);
   assert(!plan || check_stage_plan(graph, *plan).empty());
   return plan;
 }

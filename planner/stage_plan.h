@@ -82,11 +82,18 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan,
 /// nullopt when it finds no plan, which does not prove that none exists, and when finding
 /// one would take longer than `give_up_s` (on large graphs each greedy step re-measures the
 /// whole plan for every candidate bridge).
+///
+/// `seeds` (other planners' schedules, e.g. the baselines POET contains) are further starts:
+/// each is read as which tensors it recomputes, pages or keeps where a stage needs them
+/// (seed_choices), repaired where the stage form does not fit, and the cheapest start that
+/// fits is the one searched locally. A seed whose first computes are not in node order, or
+/// that uses a move `allowed` forbids, is skipped.
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
                                            double deadline_s, AllowedMoves allowed = {},
                                            double search_time_s = 5,
                                            Objective objective = Objective::kPoet,
                                            double good_enough_j = 0,
-                                           double give_up_s = std::numeric_limits<double>::infinity());
+                                           double give_up_s = std::numeric_limits<double>::infinity(),
+                                           const std::vector<Schedule>& seeds = {});
 
 }  // namespace ergon::planner

@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 
+#include "planner/baselines.h"
 #include "planner/graph_json.h"
 #include "planner/milp.h"
 #include "planner/poet.h"
 #include "planner/schedule.h"
+#include "planner/stage_plan.h"
 
 namespace ergon::planner {
 namespace {
@@ -45,7 +48,36 @@ TEST(PoetGraph, PlansTheReadmesCortexM4CaseWithinItsBudgetAndDeadline) {
   EXPECT_LE(replay.compute_time_s, req.deadline_s * (1 + 1e-9));
   EXPECT_GE(r.objective_j, g.single_pass_energy_j());
   EXPECT_LE(r.bound_j, r.objective_j);
-  EXPECT_LT(r.gap, 0.10) << "5.5 % in 5 s and in 60 s today (docs/performance.md)";
+  // Capuchin limited to recomputation finds 0.556961 J here in milliseconds, 1.21 % over
+  // the memory bound; POET contains its moves, so it answers with that or better (5.5 %
+  // before it started from its baselines; docs/performance.md).
+  PlanRequest remat = req;
+  remat.allowed = {.recompute = true, .paging = false};
+  const PlanResult capuchin = plan_baseline("capuchin", g, remat);
+  ASSERT_TRUE(capuchin.schedule) << capuchin.why;
+  EXPECT_LE(r.objective_j, capuchin.objective_j * (1 + 1e-9));
+  EXPECT_LT(r.gap, 0.0125);
+}
+
+// POET's own greedy start pages 9 tensors here and costs 6.7 % over one pass; Capuchin limited
+// to recomputation costs 2.07 %. Started from Capuchin's schedule the greedy search keeps
+// that (or better), so POET's incumbent is the better of the two from the first second.
+TEST(PoetGraph, TheGreedySearchStartedFromABaselineKeepsItsAdvantage) {
+  const TrainingGraph g = poet_m4_graph();
+  PlanRequest req;
+  req.objective = Objective::kPoet;
+  req.budget_bytes = 737719;
+  req.deadline_s = 1.5 * g.single_pass_time_s();
+  req.allowed = {.recompute = true, .paging = false};
+  const PlanResult capuchin = plan_baseline("capuchin", g, req);
+  ASSERT_TRUE(capuchin.schedule) << capuchin.why;
+  const auto own = greedy_stage_plan(g, req.budget_bytes, req.deadline_s, {}, 0);
+  const auto seeded = greedy_stage_plan(g, req.budget_bytes, req.deadline_s, {}, 0, Objective::kPoet, 0,
+                                        std::numeric_limits<double>::infinity(), {*capuchin.schedule});
+  ASSERT_TRUE(own && seeded);
+  EXPECT_GT(evaluate_stage_plan(g, *own).energy_j, capuchin.objective_j * 1.02);
+  EXPECT_LE(evaluate_stage_plan(g, *seeded).energy_j, capuchin.objective_j * (1 + 1e-9));
+  EXPECT_EQ(check_stage_plan(g, *seeded), "");
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -340,12 +342,16 @@ TEST(PoetMilp, ProgressNamesEachPhaseInOrderWithTheBestPlanAndBoundKnown) {
   auto solver = make_cbc_solver();
   const auto r = plan_poet(g, req, *solver);
   ASSERT_TRUE(r.schedule);
-  ASSERT_GE(seen.size(), 3U);
-  EXPECT_EQ(seen.front().phase, "memory bound and greedy search");
-  EXPECT_FALSE(seen.front().incumbent);
-  EXPECT_EQ(seen[1].phase, "LP relaxation");
-  ASSERT_TRUE(seen[1].incumbent && seen[1].bound);
-  EXPECT_LE(*seen[1].bound, *seen[1].incumbent);
+  ASSERT_GE(seen.size(), 4U);
+  EXPECT_EQ(seen[0].phase, "memory bound and baselines");
+  EXPECT_FALSE(seen[0].incumbent);
+  EXPECT_EQ(seen[1].phase, "greedy search");
+  ASSERT_TRUE(seen[1].bound);
+  const auto lp = std::find_if(seen.begin(), seen.end(),
+                               [](const SolveProgress& p) { return p.phase == "LP relaxation"; });
+  ASSERT_NE(lp, seen.end());
+  ASSERT_TRUE(lp->incumbent && lp->bound);
+  EXPECT_LE(*lp->bound, *lp->incumbent);
   for (std::size_t k = 1; k < seen.size(); ++k) {
     EXPECT_FALSE(seen[k].phase.empty());
     EXPECT_GE(seen[k].elapsed_s, seen[k - 1].elapsed_s);
@@ -363,7 +369,9 @@ TEST(PoetMilp, ASolverCrashKeepsTheGreedyScheduleAndSaysSo) {
   req.time_limit_s = 5;
   CrashingSolver solver;
   const auto r = plan_poet(g, req, solver);
-  EXPECT_EQ(solver.solves, 3) << "the paging-only and recomputation-only models, then POET's";
+  // The contained models whose own bound leaves room (one or both), then POET's.
+  EXPECT_GE(solver.solves, 2);
+  EXPECT_LE(solver.solves, 3);
   EXPECT_EQ(r.call, CallStatus::kOk);
   EXPECT_EQ(r.status, ModelStatus::kFeasible);
   EXPECT_NE(r.note.find("cbc crashed (signal 11)"), std::string::npos) << r.note;

@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "brute_force.h"
+#include "planner/baselines.h"
 #include "planner/graph.h"
 #include "planner/schedule.h"
 #include "planner/zoo.h"
@@ -53,6 +57,46 @@ TEST(GreedyStagePlan, NeverBeatsTheExhaustiveOptimumAndAlwaysHoldsUp) {
     }
   }
   EXPECT_GE(found, 30);
+}
+
+// A baseline's schedule, given as a seed, is a start the local search improves on: the plan
+// never costs more than the baseline's own schedule in the simulator.
+TEST(GreedyStagePlan, StartedFromABaselineNeverEndsDearerThanIt) {
+  int seeded = 0;
+  for (const char* model : {"mlp", "resnet18-cifar", "bert-tiny"}) {
+    const auto g = build_training_graph(zoo_model(model, 1), LinearCosts());
+    for (int percent : {70, 50, 35}) {
+      PlanRequest req;
+      req.budget_bytes = g.store_all_peak_bytes() * static_cast<uint64_t>(percent) / 100;
+      req.deadline_s = 1e9;
+      for (const char* baseline : {"chen", "capuchin"}) {
+        const PlanResult b = plan_baseline(baseline, g, req);
+        if (!b.schedule) continue;
+        SCOPED_TRACE(std::string(model) + " " + std::to_string(percent) + " % from " + baseline);
+        const auto plan = greedy_stage_plan(g, req.budget_bytes, req.deadline_s, {}, 0.2,
+                                            Objective::kPoet, 0, 30, {*b.schedule});
+        ASSERT_TRUE(plan);
+        expect_plan_holds(g, *plan, req.budget_bytes);
+        EXPECT_LE(evaluate_stage_plan(g, *plan).energy_j, b.objective_j * (1 + 1e-9));
+        ++seeded;
+      }
+    }
+  }
+  EXPECT_GE(seeded, 8);
+}
+
+// A seed out of stage form (a node first computed before an earlier one) is skipped, not
+// misread: the search still answers from its own start.
+TEST(GreedyStagePlan, SkipsASeedWhoseFirstComputesAreOutOfOrder) {
+  const auto g = build_training_graph(random_forward(6, 4, true), LinearCosts());
+  Schedule scrambled = store_all_schedule(g);
+  std::reverse(scrambled.steps.begin(), scrambled.steps.end());
+  const uint64_t budget = (g.min_working_set_bytes() + g.store_all_peak_bytes()) / 2;
+  const auto plain = greedy_stage_plan(g, budget, 1e9);
+  const auto seeded = greedy_stage_plan(g, budget, 1e9, {}, 5, Objective::kPoet, 0,
+                                        std::numeric_limits<double>::infinity(), {scrambled});
+  ASSERT_TRUE(plain && seeded);
+  EXPECT_DOUBLE_EQ(evaluate_stage_plan(g, *plain).energy_j, evaluate_stage_plan(g, *seeded).energy_j);
 }
 
 TEST(GreedyStagePlan, KeepsToTheDeadline) {
