@@ -382,14 +382,17 @@ std::vector<PlanResult> contained_baselines(const TrainingGraph& graph, const Pl
 /// breaks the budget or deadline as the full model measures it.
 std::optional<StagePlan> contained_plan(const TrainingGraph& graph, const PlanRequest& req, AllowedMoves moves,
                                         double limit_s, MilpSolver& solver) {
+  const auto start = std::chrono::steady_clock::now();
   PlanRequest sub = req;
   sub.allowed = moves;
   std::optional<StagePlan> plan = greedy_stage_plan(graph, req.budget_bytes, req.deadline_s, moves, limit_s / 4,
                                                     req.objective, 0, limit_s / 2);
   PoetModel model(graph, sub);
+  // CBC gets what the greedy search and the model's build left, less its usual overrun.
+  const double left_s = limit_s - seconds_since(start);
   SolveOptions options;
-  options.time_limit_s = std::max(0.2, limit_s * 0.75);  // CBC overruns its limit a little
-  options.kill_after_s = limit_s + 0.3;
+  options.time_limit_s = std::max(0.2, left_s * 0.75);
+  options.kill_after_s = std::max(0.2, left_s) + 0.3;
   options.relative_gap = req.relative_gap;
   options.threads = req.threads;
   options.backend_parameters = req.solver_parameters;
@@ -502,7 +505,20 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
     }
   }
 
+  // A greedy plan on a graph too large for the stage MILP: it stands, with the memory bound.
+  if (graph.size() > kMaxMilpNodes) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "the graph's %d nodes are too many for the stage MILP: the greedy search's plan "
+                  "stands at a %.3g %% gap",
+                  graph.size(), 100 * result.gap);
+    result.note = buf;
+    result.solve_time_s = seconds_since(start);
+    return result;
+  }
+  const double build_from_s = seconds_since(start);
   PoetModel poet(graph, req);
+  const double build_s = seconds_since(start) - build_from_s;
   MilpModel& model = poet.model();
   result.variables = model.num_vars();
   result.integers = model.num_integers();
@@ -517,7 +533,10 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   // the plan in hand cannot improve it and is skipped; the others run, most promising
   // first, each with a quarter of the time left (at least a second). POET's answer is then
   // never worse than what they find.
-  if (req.allowed.recompute && req.allowed.paging && req.time_limit_s - seconds_since(start) > 3.0) {
+  // Each contained model is built like the full one (about build_s), so they run only where
+  // the time left holds several builds.
+  if (req.allowed.recompute && req.allowed.paging &&
+      req.time_limit_s - seconds_since(start) > std::max(3.0, 6 * build_s)) {
     const double incumbent_j = heuristic ? evaluate_stage_plan(graph, *heuristic, req.objective).energy_j
                                : fallback ? fallback->objective_j
                                           : std::numeric_limits<double>::infinity();
@@ -551,9 +570,13 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   // The LP relaxation's optimum is a bound that often proves the heuristic within the gap;
   // CBC's own root solve on large models spends its whole limit in preprocessing first.
   double bound_j = memory_bound_j;  // the best lower bound known so far
-  report("LP relaxation");
-  const RelaxationResult lp =
-      solver.solve_relaxation(model, std::max(0.2, 0.9 * (req.time_limit_s - seconds_since(start)) - 0.2));
+  // Under a second left, the LP relaxation (and branch and bound after it) would only overrun
+  // the limit: the plan in hand stands.
+  RelaxationResult lp;
+  if (req.time_limit_s - seconds_since(start) >= 1.0) {
+    report("LP relaxation");
+    lp = solver.solve_relaxation(model, std::max(0.2, 0.9 * (req.time_limit_s - seconds_since(start)) - 0.2));
+  }
   if (lp.infeasible) {
     result.status = ModelStatus::kInfeasible;
     result.schedule.reset();
