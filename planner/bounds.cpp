@@ -69,7 +69,7 @@ class RangeMax {
 }  // namespace
 
 double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
-                            Objective objective, AllowedMoves allowed) {
+                            Objective objective, AllowedMoves allowed, bool stage_overlap) {
   const int n = graph.size();
   const auto inputs = graph.inputs();
   const auto users = graph.users();
@@ -127,7 +127,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
 
   // The share of idle power on transfers is tried at these lambdas (only 1 without idle).
   std::vector<double> lambdas = {1.0};
-  if (total && idle_w > 0 && allowed.paging)
+  if (total && idle_w > 0 && allowed.paging && stage_overlap)
     for (int k = 0; k < 20; ++k) lambdas.push_back(k / 20.0);
 
   // At the moment node t is computed, each earlier output falls in one of three groups:
