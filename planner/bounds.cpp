@@ -117,9 +117,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
     return std::min(page_j[i], allowed.recompute ? recompute_j(i, lambda) : kNever);
   };
   double one_pass_j = 0;
-  for (const auto& node : graph.nodes)
-    one_pass_j += total ? graph.dynamic_energy_j(node.energy_j, node.time_s) + idle_w * node.time_s
-                        : node.energy_j;
+  for (const auto& node : graph.nodes) one_pass_j += compute_j({node.time_s, node.energy_j}, 1.0);
 
   // last_use[i]: the last consumer of i's output (i itself when nothing consumes it).
   std::vector<int> last_use(static_cast<std::size_t>(n));

@@ -318,18 +318,21 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// Sets a result's bound (never above its objective), and its gap and status from it.
+void set_bound(PlanResult& r, double bound_j, double relative_gap) {
+  r.bound_j = std::min(bound_j, r.objective_j);
+  r.gap = (r.objective_j - r.bound_j) / std::max(r.objective_j, 1e-300);
+  r.status = r.gap <= relative_gap ? ModelStatus::kOptimal : ModelStatus::kFeasible;
+}
+
 /// Fills the result's claims from a plan. Every node is computed at least once, so one pass
 /// is a lower bound whatever else is known.
 void claim(const TrainingGraph& graph, const StagePlan& plan, double bound_j,
            const PlanRequest& request, PlanResult& result) {
-  const double relative_gap = request.relative_gap;
   const StagePlanCosts costs = evaluate_stage_plan(graph, plan, request.objective);
   result.objective_j = costs.energy_j;
   result.claimed_peak_bytes = costs.peak_bytes;
-  result.bound_j = std::max(bound_j, graph.single_pass_energy_j());
-  result.bound_j = std::min(result.bound_j, result.objective_j);
-  result.gap = (result.objective_j - result.bound_j) / std::max(result.objective_j, 1e-300);
-  result.status = result.gap <= relative_gap ? ModelStatus::kOptimal : ModelStatus::kFeasible;
+  set_bound(result, std::max(bound_j, graph.single_pass_energy_j()), request.relative_gap);
   result.schedule = to_schedule(graph, plan, request.objective);
 }
 
@@ -337,7 +340,7 @@ void claim(const TrainingGraph& graph, const StagePlan& plan, double bound_j,
 /// take gigabytes and its LP alone more than any default time limit.
 constexpr int kMaxMilpNodes = 400;
 /// The share of the time limit the greedy search may take to find its first plan. It binds
-/// only where the greedy is slow (250+ nodes: it re-evaluates whole plans per candidate),
+/// only where the greedy is slow (250+ nodes: each candidate it measures re-evaluates the whole plan),
 /// and there the stage MILP finds nothing in the time left either: measured on bert-base,
 /// gpt2, mobilenetv2 and resnet50 (docs/performance.md), a half left many of them to the
 /// fallback baseline, depending on the machine's load.
@@ -368,9 +371,7 @@ std::vector<PlanResult> contained_baselines(const TrainingGraph& graph, const Pl
     r.note = "the " + r.planner + " baseline's schedule stands";
     r.planner = "poet";
     // A baseline's own bound (rotor's and pofo's DP) holds only among its own schedules.
-    r.bound_j = std::min(std::max(bound_j, graph.single_pass_energy_j()), r.objective_j);
-    r.gap = (r.objective_j - r.bound_j) / std::max(r.objective_j, 1e-300);
-    r.status = r.gap <= request.relative_gap ? ModelStatus::kOptimal : ModelStatus::kFeasible;
+    set_bound(r, std::max(bound_j, graph.single_pass_energy_j()), request.relative_gap);
     found.push_back(std::move(r));
   }
   return found;
@@ -533,9 +534,8 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   // large models takes most of the limit. A model whose own memory bound is no better than
   // the plan in hand cannot improve it and is skipped; the others run, most promising
   // first, each with a quarter of the time left (at least a second). POET's answer is then
-  // never worse than what they find.
-  // Each contained model is built like the full one (about build_s), so they run only where
-  // the time left holds several builds.
+  // never worse than what they find. Each is built like the full model (about build_s), so
+  // they run only where the time left holds several builds.
   if (req.allowed.recompute && req.allowed.paging &&
       req.time_limit_s - seconds_since(start) > std::max(3.0, 6 * build_s)) {
     const double incumbent_j = heuristic ? evaluate_stage_plan(graph, *heuristic, req.objective).energy_j
@@ -725,7 +725,7 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   }
   // A baseline already proven within the gap by the memory bound is the answer.
   if (cheapest && request.baseline_may_answer && cheapest->status == ModelStatus::kOptimal) {
-    cheapest->solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    cheapest->solve_time_s = seconds_since(start);
     return std::move(*cheapest);
   }
   PlanResult found = search_poet(graph, request, solver, start, memory_bound_j, seeds, cheapest);
@@ -735,14 +735,12 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   // The baseline's schedule is cheaper: it stands, with the best bound the search proved.
   PlanResult r = std::move(*cheapest);
   // Under kTotal the search's bound holds for the stage model, not for the replay.
-  if (found.schedule && !total) r.bound_j = std::min(std::max(r.bound_j, found.bound_j), r.objective_j);
-  r.gap = (r.objective_j - r.bound_j) / std::max(r.objective_j, 1e-300);
-  r.status = r.gap <= request.relative_gap ? ModelStatus::kOptimal : ModelStatus::kFeasible;
+  if (found.schedule && !total) set_bound(r, std::max(r.bound_j, found.bound_j), request.relative_gap);
   r.variables = found.variables;
   r.integers = found.integers;
   r.rows = found.rows;
   r.nonzeros = found.nonzeros;
-  r.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.solve_time_s = seconds_since(start);
   if (!found.note.empty() && found.note != r.note) r.note = found.note + "; " + r.note;
   return r;
 }

@@ -80,8 +80,8 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan,
 /// or undone and the excess repaired) for up to `search_time_s`, or until the plan's energy
 /// is at most `good_enough_j`. Measures plans as `objective` does, deadline included.
 /// nullopt when it finds no plan, which does not prove that none exists, and when finding
-/// one would take longer than `give_up_s` (on large graphs each greedy step re-measures the
-/// whole plan for every candidate bridge).
+/// one would take longer than `give_up_s` (each candidate bridge measured re-derives the
+/// whole plan; past 160 nodes they are measured lazily, the most promising first).
 ///
 /// `seeds` (other planners' schedules, e.g. the baselines POET contains) are further starts:
 /// each is read as which tensors it recomputes, pages or keeps where a stage needs them

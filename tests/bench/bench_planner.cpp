@@ -11,6 +11,13 @@
 //   build/tests/bench/bench_planner --benchmark_filter='plan/pi4/total/(resnet18-cifar|bert-tiny)/50'
 //   ERGON_BENCH_TIME_LIMIT=10 build/tests/bench/bench_planner --benchmark_filter=poet-m4
 //
+// The greedy stage search alone (greedy/BOARD/OBJECTIVE/MODEL/BUDGET: no time limit, no local
+// search, from its own start only) on the graphs its lazy candidate measurement was tuned on:
+//
+//   build/tests/bench/bench_planner --benchmark_filter=greedy/
+//
+// Counters: nodes, energy_vs_one_pass_pct (-1: no plan), gap_pct against the memory bound.
+//
 // The time limit is 60 s (ERGON_BENCH_TIME_LIMIT overrides), the gap asked the default
 // (0.1 % on published profiles), CBC with 2 threads. Counters:
 //   nodes               training nodes
@@ -34,7 +41,9 @@
 #include <vector>
 
 #include "app/plan.h"
+#include "planner/bounds.h"
 #include "planner/milp.h"
+#include "planner/stage_plan.h"
 #include "planner/zoo.h"
 
 namespace {
@@ -101,6 +110,20 @@ void BM_Plan(benchmark::State& state, app::PlanArgs args) {
   }
 }
 
+void BM_Greedy(benchmark::State& state, app::PlanArgs args) {
+  const planner::TrainingGraph graph = app::load_graph(args);
+  const planner::PlanRequest req = planner::for_activations(graph, app::make_request(args, graph));
+  std::optional<planner::StagePlan> plan;
+  for (auto _ : state)
+    plan = planner::greedy_stage_plan(graph, req.budget_bytes, req.deadline_s, req.allowed, 0, req.objective);
+  const double one_pass_j = graph.single_pass_energy_j();
+  const double bound_j = planner::memory_lower_bound_j(graph, req.budget_bytes, req.objective, req.allowed);
+  const double energy_j = plan ? planner::evaluate_stage_plan(graph, *plan, req.objective).energy_j : -1;
+  state.counters["nodes"] = graph.size();
+  state.counters["energy_vs_one_pass_pct"] = plan ? 100 * (energy_j / one_pass_j - 1) : -1;
+  state.counters["gap_pct"] = plan ? 100 * (1 - bound_j / energy_j) : -1;
+}
+
 void add(const std::string& name, const app::PlanArgs& args) {
   benchmark::RegisterBenchmark(name.c_str(), BM_Plan, args)
       ->Iterations(1)
@@ -143,6 +166,18 @@ const bool registered = [] {
   m4.deadline = "1.5x";
   m4.objective = "poet";
   add("plan/poet-m4/poet/resnet18-cifar/737719B", m4);
+  for (const auto& [board, name] : {std::pair{"nrf52840", "bert-base"}, std::pair{"pi4", "efficientnet_b0.onnx"},
+                                    std::pair{"pi4", "densenet121.onnx"}}) {
+    const auto source = std::find_if(sources.begin(), sources.end(), [&](const auto& s) { return s.first == name; });
+    if (source == sources.end()) continue;
+    app::PlanArgs a = source->second;
+    a.board = board;
+    a.budget = "50%";
+    benchmark::RegisterBenchmark((std::string("greedy/") + board + "/total/" + name + "/50").c_str(), BM_Greedy, a)
+        ->Iterations(1)
+        ->Unit(benchmark::kSecond)
+        ->UseRealTime();
+  }
   return true;
 }();
 
