@@ -496,10 +496,19 @@ class Greedy {
         if (b == kPage || b == kPageLate) {
           bool on_ssd = ssd_from[i] <= t - 1;
           if (!on_ssd && a + 1 <= t - 2) {
-            p.ram[a + 1][i] = 1;
-            p.page_out[a + 1][i] = 1;
-            ssd_from[i] = a + 2;
-            for (int s = a + 2; s < n_; ++s) p.ssd[s][i] = 1;
+            int out_stage = a + 1;
+            if (objective_ == Objective::kTotal) {
+              for (int s = a + 1; s <= t - 2; ++s) {
+                if (g_.nodes[s].time_s >= g_.nodes[i].pageout_time_s) {
+                  out_stage = s;
+                  break;
+                }
+              }
+            }
+            for (int s = a + 1; s <= out_stage; ++s) p.ram[s][i] = 1;
+            p.page_out[out_stage][i] = 1;
+            ssd_from[i] = out_stage + 1;
+            for (int s = out_stage + 1; s < n_; ++s) p.ssd[s][i] = 1;
             on_ssd = true;
           }
           if (on_ssd && b == kPageLate) {
