@@ -82,6 +82,10 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   // lambda gives a bound, and each moment takes the best of a grid. lambda = 1 is the
   // bound that ignores transfer time (all of it hidden behind compute); the others see that
   // a page-in of a tensor larger than any node's compute in its window stalls.
+  // A page-out may span the stages of its window, their own nodes hiding it together: it is
+  // charged only beyond their sum. (Transfers share one channel, so a stage's own node hides
+  // at most its time of all of them together: charging each transfer alone beyond what its
+  // window could hide never exceeds what the stages stall in all.)
   const double idle_w = total ? graph.idle_power_w : 0.0;
   auto compute_j = [&](const NodeCost& c, double lambda) {
     return total ? graph.dynamic_energy_j(c.energy_j, c.time_s) + lambda * idle_w * c.time_s
@@ -102,6 +106,10 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   std::vector<double> own_s(static_cast<std::size_t>(n));
   for (int s = 0; s < n; ++s) own_s[s] = graph.compute_cost(s, s >= late_from).time_s;
   const RangeMax longest(own_s);
+  // A page-out may span stages: what their own nodes compute together may hide it.
+  std::vector<double> own_before_s(static_cast<std::size_t>(n) + 1, 0.0);
+  for (int s = 0; s < n; ++s) own_before_s[s + 1] = own_before_s[s] + own_s[s];
+  auto own_sum_s = [&](int a, int b) { return a > b ? 0.0 : own_before_s[b + 1] - own_before_s[a]; };
 
   constexpr double kNever = std::numeric_limits<double>::infinity();
   std::vector<double> page_j(static_cast<std::size_t>(n), kNever);  // energy above idle
@@ -180,11 +188,11 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
         if (page_j[i] < kNever) {
           double cost_j = page_j[i];
           if (lambda < 1) {
-            // Under kTotal the page-out runs in a stage from i + 1 to t - 1 (a tensor being
+            // Under kTotal the page-out runs in stages from i + 1 to t - 1 (a tensor being
             // paged out stays all stage), and the page-in in a stage from t + 1 to its last
             // use's (or late, hidden by nothing).
             if (t - 1 < i + 1) cost_j = kNever;
-            const double hidden_out_s = longest(i + 1, t - 1);
+            const double hidden_out_s = own_sum_s(i + 1, t - 1);
             const double hidden_in_s = longest(t + 1, last_use[i] - 1);
             cost_j += (1 - lambda) * idle_w *
                       (std::max(0.0, node.pageout_time_s - hidden_out_s) +

@@ -20,9 +20,9 @@ namespace ergon::planner {
 /// such knapsack over all t. It takes microseconds and, unlike the MILP's LP relaxation, does
 /// not weaken when recomputation is fractional.
 ///
-/// Under Objective::kTotal the stage model (POET's MILP, the greedy search) lets a transfer
-/// overlap only its own stage's computes, and the bound charges idle power on what no node
-/// of a transfer's window hides. A schedule replayed by the simulator overlaps transfers more
+/// Under Objective::kTotal the stage model (POET's MILP, the greedy search) lets a page-in
+/// overlap only its own stage's computes and a page-out those of the stages it spans, and the
+/// bound charges idle power on what the nodes of a transfer's window cannot hide. A schedule replayed by the simulator overlaps transfers more
 /// freely: its bound is `stage_overlap = false`, which charges no transfer time at all.
 double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
                             Objective objective = Objective::kPoet, AllowedMoves allowed = {},

@@ -50,6 +50,23 @@ class PoetModel {
         p.page_out[t][i] = on(mout_[t][i]);
       }
     }
+    // kTotal: a stage may mark a page-out the solver had no reason to clear (it costs nothing
+    // there); only a span that lands the tensor on storage is a page-out.
+    if (objective_ == Objective::kTotal) {
+      for (int i = 0; i < n_; ++i) {
+        for (int t = i + 1; t < n_; ++t) {
+          if (!p.page_out[t][i]) continue;
+          int last = t;
+          while (last + 1 < n_ && p.page_out[last + 1][i]) ++last;
+          // The span ends where the tensor lands; the rest of the run pages nothing.
+          int kept = t - 1;
+          for (int s = t; s <= last && kept < t; ++s)
+            if (s + 1 < n_ && p.ssd[s + 1][i] && !p.ssd[s][i]) kept = s;
+          for (int s = kept + 1; s <= last; ++s) p.page_out[s][i] = 0;
+          t = last;
+        }
+      }
+    }
     return p;
   }
 
@@ -69,7 +86,20 @@ class PoetModel {
     };
     const bool total = objective_ == Objective::kTotal;
     const StagePlanCosts costs = evaluate_stage_plan(g_, p, objective_);
+    std::vector<double> paged_out_s(static_cast<std::size_t>(n_), 0.0);  // C[t,i] as t goes
+    std::size_t next_share = 0;
     for (int t = 0; t < n_; ++t) {
+      for (int i = 0; i < t; ++i)
+        if (!p.page_out[t][i]) paged_out_s[i] = 0;
+      for (; next_share < costs.page_out_shares.size() && costs.page_out_shares[next_share].stage == t; ++next_share) {
+        const auto& share = costs.page_out_shares[next_share];
+        paged_out_s[share.node] += share.time_s;
+        x[paged_[t][share.node]] = share.time_s * time_scale_;
+      }
+      for (int i = 0; i < t; ++i) {
+        if (cum_[t][i] != kNone) x[cum_[t][i]] = paged_out_s[i] * time_scale_;
+        if (through_[t][i] != kNone) x[through_[t][i]] = p.page_out[t][i] && p.page_out[t + 1][i];
+      }
       double u = 0;
       for (int i = 0; i <= t; ++i) {
         set(r_[t][i], p.compute[t][i]);
@@ -97,6 +127,11 @@ class PoetModel {
     return x;
   }
 
+  /// Whether i's page-out may span stages (kTotal, a page-out that takes time).
+  [[nodiscard]] bool spans(int i) const {
+    return objective_ == Objective::kTotal && g_.nodes[i].pageout_time_s > 0;
+  }
+
   int binary(double obj = 0) { return m_.add_var(0, 1, obj, MilpModel::VarType::kBinary); }
   int continuous01() { return m_.add_var(0, 1, 0, MilpModel::VarType::kContinuous); }
 
@@ -121,7 +156,7 @@ class PoetModel {
       return (total ? g_.dynamic_energy_j(energy_j, time_s) : energy_j) * e;
     };
     r_.assign(n_, std::vector<int>(n_, kNone));
-    sram_ = ssd_ = min_ = mout_ = u_ = min_late_ = r_;
+    sram_ = ssd_ = min_ = mout_ = u_ = min_late_ = cum_ = paged_ = through_ = r_;
     duration_.assign(n_, kNone);
     free_.assign(n_, std::vector<std::vector<std::pair<int, int>>>(n_));
 
@@ -143,7 +178,17 @@ class PoetModel {
         // kTotal: a page-in may also go after the stage's computes (memory from t + 1).
         if (total)
           min_late_[t][i] = binary(charge(nodes[i].pagein_energy_j, nodes[i].pagein_time_s));
-        mout_[t][i] = binary(charge(nodes[i].pageout_energy_j, nodes[i].pageout_time_s));
+        if (spans(i)) {
+          // The page-out's energy goes with its channel time, charged once where C ends.
+          mout_[t][i] = binary();
+          const double out_s = nodes[i].pageout_time_s * time_scale_;
+          paged_[t][i] = m_.add_var(0, out_s,
+                                    charge(nodes[i].pageout_energy_j, nodes[i].pageout_time_s) / out_s,
+                                    MilpModel::VarType::kContinuous);
+          cum_[t][i] = m_.add_var(0, out_s, 0, MilpModel::VarType::kContinuous);
+        } else {
+          mout_[t][i] = binary(charge(nodes[i].pageout_energy_j, nodes[i].pageout_time_s));
+        }
       }
       for (int k = 0; k <= t; ++k) u_[t][k] = m_.add_var(0, 1, 0, MilpModel::VarType::kContinuous);
       for (int k = 0; k <= t; ++k) {
@@ -162,6 +207,19 @@ class PoetModel {
         row({{min_[t][i], 1}, {ssd_[t][i], -1}}, -kInf, 0);
         row({{min_late_[t][i], 1}, {ssd_[t][i], -1}}, -kInf, 0);
         row({{mout_[t][i], 1}, {sram_[t][i], -1}}, -kInf, 0);
+        if (cum_[t][i] != kNone) {
+          // Y[t,i], the channel time i's page-out takes in stage t, and C[t,i], what its
+          // page-out has done by the end of stage t, are zero unless stage t pages i out; C
+          // grows by Y (a page-out interrupted starts over); i is on storage from t + 1
+          // only once C[t,i] covers the whole page-out, or it was already.
+          const double out_s = nodes[i].pageout_time_s * time_scale_;
+          const int before = cum_[t - 1][i];  // kNone at t = i + 1: nothing before
+          row({{paged_[t][i], 1}, {mout_[t][i], -out_s}}, -kInf, 0);
+          row({{cum_[t][i], 1}, {mout_[t][i], -out_s}}, -kInf, 0);
+          row({{cum_[t][i], 1}, {before, -1}, {paged_[t][i], -1}}, -kInf, 0);
+          if (t + 1 < n_)
+            row({{ssd_[t + 1][i], out_s}, {ssd_[t][i], -out_s}, {cum_[t][i], -1}}, -kInf, 0);
+        }
       }
       if (t + 1 < n_) {
         for (int i = 0; i <= t; ++i) {
@@ -208,6 +266,7 @@ class PoetModel {
       }
     }
     if (total) {
+      build_span_rule();
       build_durations(req);
       return;
     }
@@ -218,6 +277,28 @@ class PoetModel {
         for (int i = 0; i <= t; ++i)
           terms.emplace_back(r_[t][i], g_.compute_cost(i, t >= late_from_).time_s / req.deadline_s);
       row(terms, -kInf, 1);
+    }
+  }
+
+  /// kTotal: a stage that a page-out runs through (paging it out in this stage and the next)
+  /// carries no other transfer, so that the channel's order of issue, which the simulator
+  /// and a board follow, never makes a stage wait longer than the model says. K[t,i] >=
+  /// M_out[t,i] + M_out[t+1,i] - 1 marks a page-out running through stage t: then the
+  /// stage's transfers count 1, its own, and no other page-out runs through it.
+  void build_span_rule() {
+    for (int t = 0; t + 1 < n_; ++t) {
+      std::vector<std::pair<int, double>> count;
+      const double big = n_;
+      for (int i = 0; i < t; ++i) {
+        count.emplace_back(min_[t][i], 1);
+        count.emplace_back(min_late_[t][i], 1);
+        count.emplace_back(mout_[t][i], 1);
+        if (cum_[t][i] == kNone) continue;
+        through_[t][i] = continuous01();
+        row({{through_[t][i], 1}, {mout_[t][i], -1}, {mout_[t + 1][i], -1}}, -1, kInf);
+        count.emplace_back(through_[t][i], big);
+      }
+      row(count, -kInf, big + 1);
     }
   }
 
@@ -237,7 +318,11 @@ class PoetModel {
       std::vector<std::pair<int, double>> transfers = {{duration_[t], 1}};
       for (int i = 0; i < t; ++i) {
         transfers.emplace_back(min_[t][i], -nodes[i].pagein_time_s * time_scale_);
-        transfers.emplace_back(mout_[t][i], -nodes[i].pageout_time_s * time_scale_);
+        if (paged_[t][i] != kNone) {
+          transfers.emplace_back(paged_[t][i], -1);
+        } else {
+          transfers.emplace_back(mout_[t][i], -nodes[i].pageout_time_s * time_scale_);
+        }
         compute.emplace_back(min_late_[t][i], -nodes[i].pagein_time_s * time_scale_);
         transfers.emplace_back(min_late_[t][i], -nodes[i].pagein_time_s * time_scale_);
       }
@@ -260,6 +345,12 @@ class PoetModel {
   MilpModel m_;
   std::vector<std::vector<int>> r_, sram_, ssd_, min_, mout_, u_;
   std::vector<std::vector<int>> min_late_;  ///< kTotal: page-in after the stage's computes
+  /// kTotal: C[t,i], the time the page-out of i under way in stage t has used the storage
+  /// channel by the stage's end (in single passes); a page-out may span stages, and i lands
+  /// on storage once C reaches its page-out time.
+  std::vector<std::vector<int>> cum_;
+  std::vector<std::vector<int>> paged_;  ///< kTotal: Y[t,i], stage t's share of i's page-out
+  std::vector<std::vector<int>> through_;  ///< kTotal: K[t,i], a page-out runs through stage t
   std::vector<std::vector<std::vector<std::pair<int, int>>>> free_;  // [t][k] -> (i, column)
 };
 

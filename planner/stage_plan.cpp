@@ -76,23 +76,55 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
   StagePlanCosts c;
   c.stage_peak_bytes.assign(n, 0);
   c.stage_time_s.assign(n, 0);
+  // Under kTotal one storage channel carries the transfers in the order a stage issues them
+  // (to_schedule: its page-outs, then its page-ins), each from when it is issued and the
+  // channel is free. A page-out may run over consecutive stages (page_out set in each, the
+  // tensor held in all of them); the stage where it ends waits for it, as a stage waits for
+  // its page-ins, and late page-ins go after the stage's computes and transfers.
+  double stage_start_s = 0;
+  double channel_free_s = 0;  // when the channel has carried every transfer issued so far
+  struct Transfer {
+    int node, last;  ///< the stage it must be done by
+    double from_s, to_s;
+  };
+  std::vector<Transfer> under_way;  // page-outs not done with their span yet
   for (int t = 0; t < n; ++t) {
     int64_t u = 0;
     double stage_compute_s = 0, stage_transfer_s = 0, stage_late_s = 0;
+    double wait_until_s = stage_start_s;  // transfers this stage must see done
+    auto issue = [&](int node, int last, double time_s) {
+      const double from_s = std::max(channel_free_s, stage_start_s);
+      channel_free_s = from_s + time_s;
+      if (last == t) wait_until_s = std::max(wait_until_s, channel_free_s);  // page-ins
+      return Transfer{node, last, from_s, channel_free_s};
+    };
     for (int i = 0; i < t; ++i) {
       const auto& node = graph.nodes[i];
-      if (p.page_in_late[t][i]) {
-        c.energy_j += charge(node.pagein_energy_j, node.pagein_time_s);
-        stage_late_s += node.pagein_time_s;
+      if (!p.page_out[t][i]) continue;
+      if (!total) {
+        c.energy_j += charge(node.pageout_energy_j, node.pageout_time_s);
+        stage_transfer_s += node.pageout_time_s;
+      } else if (!p.page_out[t - 1][i]) {  // a span starts (i < t, so t >= 1)
+        c.energy_j += charge(node.pageout_energy_j, node.pageout_time_s);
+        int last = t;
+        while (last + 1 < n && p.page_out[last + 1][i]) ++last;
+        under_way.push_back(issue(i, last, node.pageout_time_s));
       }
+    }
+    for (int i = 0; i < t; ++i) {
+      const auto& node = graph.nodes[i];
       if (p.ram[t][i] || (total && p.page_in[t][i])) u += static_cast<int64_t>(node.output_bytes);
       if (p.page_in[t][i]) {
         c.energy_j += charge(node.pagein_energy_j, node.pagein_time_s);
-        stage_transfer_s += node.pagein_time_s;
+        if (total) {
+          issue(i, t, node.pagein_time_s);
+        } else {
+          stage_transfer_s += node.pagein_time_s;
+        }
       }
-      if (p.page_out[t][i]) {
-        c.energy_j += charge(node.pageout_energy_j, node.pageout_time_s);
-        stage_transfer_s += node.pageout_time_s;
+      if (p.page_in_late[t][i]) {
+        c.energy_j += charge(node.pagein_energy_j, node.pagein_time_s);
+        stage_late_s += node.pagein_time_s;
       }
     }
     int64_t peak = u;
@@ -110,8 +142,27 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
         u -= static_cast<int64_t>(graph.nodes[k].output_bytes);
     }
     c.compute_time_s += stage_compute_s;
-    // Late page-ins start once the stage's computes and transfers are done.
-    c.stage_time_s[t] = std::max(stage_compute_s, stage_transfer_s) + stage_late_s;
+    if (total) {
+      // The stage lasts until its computes are done and the transfers it waits for; then
+      // its late page-ins run, once the channel is free.
+      for (const Transfer& x : under_way)
+        if (x.last == t) wait_until_s = std::max(wait_until_s, x.to_s);
+      double end_s = std::max(stage_start_s + stage_compute_s, wait_until_s);
+      if (stage_late_s > 0) {
+        end_s = std::max(end_s, channel_free_s) + stage_late_s;
+        channel_free_s = end_s;
+      }
+      // Each page-out's channel time within the stage (the MILP's C grows by it).
+      for (const Transfer& x : under_way) {
+        const double share_s = std::min(x.to_s, end_s) - std::max(x.from_s, stage_start_s);
+        if (share_s > 0) c.page_out_shares.push_back({t, x.node, share_s});
+      }
+      std::erase_if(under_way, [t](const Transfer& x) { return x.last <= t; });
+      c.stage_time_s[t] = end_s - stage_start_s;
+      stage_start_s = end_s;
+    } else {
+      c.stage_time_s[t] = std::max(stage_compute_s, stage_transfer_s) + stage_late_s;
+    }
     c.makespan_s += c.stage_time_s[t];
     c.stage_peak_bytes[t] = static_cast<uint64_t>(peak);
     c.peak_bytes = std::max(c.peak_bytes, c.stage_peak_bytes[t]);
@@ -143,7 +194,7 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& p, Objective o
   const bool total = objective == Objective::kTotal;
   for (int t = 0; t < n; ++t) {
     for (int i = 0; i < t; ++i)
-      if (p.page_out[t][i]) s.steps.push_back({StepKind::kPageOut, i});
+      if (p.page_out[t][i] && !(t > 0 && p.page_out[t - 1][i])) s.steps.push_back({StepKind::kPageOut, i});
     if (total) {
       for (int i = 0; i < t; ++i) {
         if (!p.page_in[t][i]) continue;
@@ -496,17 +547,19 @@ class Greedy {
         if (b == kPage || b == kPageLate) {
           bool on_ssd = ssd_from[i] <= t - 1;
           if (!on_ssd && a + 1 <= t - 2) {
+            // Under kTotal the page-out runs over as many stages as it takes their own
+            // nodes' computes to hide it (within those that leave a stage to page it back
+            // in), holding the tensor until then.
             int out_stage = a + 1;
             if (objective_ == Objective::kTotal) {
-              for (int s = a + 1; s <= t - 2; ++s) {
-                if (g_.nodes[s].time_s >= g_.nodes[i].pageout_time_s) {
-                  out_stage = s;
-                  break;
-                }
-              }
+              double hidden_s = g_.nodes[out_stage].time_s;
+              while (hidden_s < g_.nodes[i].pageout_time_s && out_stage + 1 <= t - 2)
+                hidden_s += g_.nodes[++out_stage].time_s;
             }
-            for (int s = a + 1; s <= out_stage; ++s) p.ram[s][i] = 1;
-            p.page_out[out_stage][i] = 1;
+            for (int s = a + 1; s <= out_stage; ++s) {
+              p.ram[s][i] = 1;
+              p.page_out[s][i] = 1;
+            }
             ssd_from[i] = out_stage + 1;
             for (int s = out_stage + 1; s < n_; ++s) p.ssd[s][i] = 1;
             on_ssd = true;
@@ -556,7 +609,30 @@ class Greedy {
       for (int i = 0; i <= t; ++i)
         if (p.compute[t][i]) last[i] = t;
     }
+    end_spans_that_share_a_stage(p);
     return p;
+  }
+
+  /// The model's rule for spans (see StagePlan): a stage that a page-out runs through carries
+  /// no other transfer. Where another transfer shares such a stage, the page-out ends there
+  /// instead (the stage waits for it), and the tensor is on storage, not in RAM, from the
+  /// next stage until its page-in.
+  void end_spans_that_share_a_stage(StagePlan& p) const {
+    if (objective_ != Objective::kTotal) return;
+    for (int t = 0; t + 1 < n_; ++t) {
+      int transfers = 0;
+      for (int i = 0; i < t; ++i)
+        transfers += p.page_in[t][i] + p.page_in_late[t][i] + p.page_out[t][i];
+      if (transfers < 2) continue;
+      for (int i = 0; i < t; ++i) {
+        if (!p.page_out[t][i] || !p.page_out[t + 1][i]) continue;
+        for (int s = t + 1; s < n_ && p.page_out[s][i]; ++s) {
+          p.page_out[s][i] = 0;
+          p.ram[s][i] = 0;
+          p.ssd[s][i] = 1;
+        }
+      }
+    }
   }
 
   std::vector<Bridge> bridges_with_carry() const {

@@ -15,6 +15,9 @@ namespace ergon::planner {
 /// marked in `compute[t]` in ascending order, the last one being t; `ram[t]` and `ssd[t]`
 /// mark the outputs in RAM and on storage at the start of stage t; `page_in[t]` and
 /// `page_out[t]` the transfers during stage t. Matrices are indexed [stage][node].
+/// Under Objective::kTotal a page-out may span consecutive stages (`page_out` set in each,
+/// the tensor in RAM in each): its transfer time is spread over them, so a transfer longer
+/// than any one node's compute can still hide behind several.
 /// The POET MILP's binaries describe exactly this, so a heuristic that builds one gives the
 /// solver a warm start it can check row by row. `page_in_late[t]` (Objective::kTotal only)
 /// marks page-ins issued after stage t's last compute and drops: they take no memory in
@@ -47,6 +50,13 @@ struct StagePlanCosts {
   std::vector<uint64_t> stage_peak_bytes;
   /// Each stage's share of makespan_s: max(compute, transfers) + late page-ins.
   std::vector<double> stage_time_s;
+  /// kTotal: how long each page-out uses the storage channel in each stage of its span.
+  struct Share {
+    int stage = 0;
+    int node = 0;
+    double time_s = 0;
+  };
+  std::vector<Share> page_out_shares;
 };
 
 /// Empty when `plan` obeys the model's rules: each stage computes its own node last; every

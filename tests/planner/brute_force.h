@@ -10,9 +10,12 @@
 // the stage start) or after its computes and drops (no memory in the stage, their time added
 // to it); a tensor being paged out stays until the stage ends; a stage lasts the longer of
 // its computes and its transfers, plus the late page-ins; energy is the energy above idle
-// plus idle power over every stage's duration.
+// plus idle power over every stage's duration. A page-out may also run through stages that
+// carry no other transfer, the tensor held all the while: one storage channel carries it
+// while they compute, and the stage where it ends waits for what is left.
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -73,8 +76,10 @@ class BruteForce {
     return m;
   }
 
-  const Front& frontier(int t, uint32_t ram, uint32_t ssd) {
-    const auto key = std::make_tuple(t, ram, ssd);
+  /// `pending` (kTotal): a page-out running since an earlier stage, with `left_s` of its time
+  /// still to go (its energy already charged), or -1.
+  const Front& frontier(int t, uint32_t ram, uint32_t ssd, int pending = -1, double left_s = 0) {
+    const auto key = std::make_tuple(t, ram, ssd, pending, left_s);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     Front result;
     if (t == n_) {
@@ -88,16 +93,34 @@ class BruteForce {
     auto charge = [&](double energy_j, double time_s) {
       return total_ ? g_.dynamic_energy_j(energy_j, time_s) : energy_j;
     };
-    for (uint32_t out : subsets(ram & ~ssd & future)) {
+    // Each choice of page-outs: those that end in this stage (a pending one among them), or
+    // one that runs through it alone.
+    std::vector<std::pair<uint32_t, bool>> outs;  // (page-outs, runs through)
+    const uint32_t pending_bit = pending >= 0 ? 1U << pending : 0U;
+    for (uint32_t out : subsets(ram & ~ssd & future & ~pending_bit)) outs.emplace_back(out | pending_bit, false);
+    if (total_) {
+      if (pending >= 0) {
+        outs.emplace_back(pending_bit, true);
+      } else {
+        for (int i = 0; i < n_; ++i)
+          if ((ram & ~ssd & future) >> i & 1U) outs.emplace_back(1U << i, true);
+      }
+    }
+    for (const auto& [out, through] : outs) {
       double page_out_e = 0, page_out_s = 0;
       for (int i = 0; i < n_; ++i) {
         if (!(out >> i & 1U)) continue;
+        if (i == pending) {
+          page_out_s += left_s;
+          continue;
+        }
         page_out_e += charge(g_.nodes[i].pageout_energy_j, g_.nodes[i].pageout_time_s);
         page_out_s += g_.nodes[i].pageout_time_s;
       }
-      // kTotal: what is paged in during this stage; kPoet pages in after the replay.
-      const std::vector<uint32_t> during = total_ ? subsets(ssd & future & ~ram)
-                                                  : std::vector<uint32_t>{0};
+      // kTotal: what is paged in during this stage; kPoet pages in after the replay. A stage
+      // a page-out runs through carries no other transfer.
+      const std::vector<uint32_t> during = total_ && !through ? subsets(ssd & future & ~ram)
+                                                              : std::vector<uint32_t>{0};
       for (uint32_t extra : subsets(below_t & ~ram)) {
         const uint32_t compute = extra | (1U << t);
         for (uint32_t in_during : during) {
@@ -137,6 +160,17 @@ class BruteForce {
             }
             if (!ok) continue;
             if ((keep & resident) != keep) continue;
+            if (through) {
+              // The page-out goes on into the next stage, the tensor still held; the stage
+              // waits for nothing.
+              if ((keep & out) != out) continue;
+              const double left_next_s = page_out_s - compute_s;
+              if (left_next_s <= 0) continue;  // done here: ending here costs no more
+              const int node = std::countr_zero(out);
+              for (const auto& [rt, re] : frontier(t + 1, keep, ssd, node, left_next_s))
+                add(result, compute_s + rt, energy + g_.idle_power_w * compute_s + re);
+              continue;
+            }
             const uint32_t next_ssd = ssd | out;
             if (total_) {
               // Late page-ins: after the computes and drops, taking no memory in this stage.
@@ -174,7 +208,7 @@ class BruteForce {
   double deadline_;
   bool total_;
   std::vector<std::vector<int>> in_, users_;
-  std::map<std::tuple<int, uint32_t, uint32_t>, Front> memo_;
+  std::map<std::tuple<int, uint32_t, uint32_t, int, double>, Front> memo_;
 };
 
 }  // namespace ergon::planner::testing
