@@ -130,6 +130,33 @@ TEST(GreedyStagePlan, ZooPlansHoldUpInTheSimulatorAtFallingBudgets) {
   }
 }
 
+// Under total the model's claim of a plan's time and energy is never less than what the
+// simulator replays: transfers run in the order the schedule issues them, page-outs over
+// the stages they span, and no stage is promised shorter than the channel lets it be.
+TEST(GreedyStagePlan, UnderTotalClaimsNoLessTimeOrEnergyThanTheSimulatorReplays) {
+  int spanning = 0;
+  for (const char* model : {"mlp", "bert-tiny", "resnet18-cifar", "mobilenetv2-cifar"}) {
+    const auto g = build_training_graph(zoo_model(model, 1), testing::CostsWithIdle());
+    for (int percent : {80, 60, 45}) {
+      const uint64_t budget = g.store_all_peak_bytes() * static_cast<uint64_t>(percent) / 100;
+      if (budget < g.min_working_set_bytes()) continue;
+      SCOPED_TRACE(std::string(model) + " at " + std::to_string(percent) + "%");
+      const auto plan = greedy_stage_plan(g, budget, 1e9, {}, 0.5, Objective::kTotal);
+      if (!plan) continue;
+      ASSERT_EQ(check_stage_plan(g, *plan), "");
+      for (int t = 1; t < g.size(); ++t)
+        for (int i = 0; i < t; ++i) spanning += plan->page_out[t][i] && plan->page_out[t - 1][i];
+      const StagePlanCosts claim = evaluate_stage_plan(g, *plan, Objective::kTotal);
+      const ScheduleReport sim = simulate(g, to_schedule(g, *plan, Objective::kTotal), budget);
+      ASSERT_TRUE(sim.valid) << sim.error;
+      EXPECT_LE(sim.makespan_s, claim.makespan_s * (1 + 1e-9));
+      EXPECT_LE(sim.total_energy_j, claim.energy_j * (1 + 1e-9));
+      EXPECT_LE(sim.peak_bytes, claim.peak_bytes);
+    }
+  }
+  EXPECT_GT(spanning, 0) << "no plan ran a page-out over several stages";
+}
+
 TEST(StagePlanCheck, NamesTheRuleABrokenPlanBreaks) {
   const auto g = build_training_graph(random_forward(3, 2, false), LinearCosts());
   auto plan = *greedy_stage_plan(g, g.store_all_peak_bytes(), 1e9);
