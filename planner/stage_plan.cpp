@@ -525,6 +525,7 @@ class Greedy {
     std::vector<int> last(n_, -1);
     std::vector<int> ssd_from(n_, INT_MAX);
     std::vector<int> queued(n_, -1);
+    std::vector<int> transfers_in(n_, 0);  // transfers placed in each stage so far
     for (int t = 0; t < n_; ++t) {
       p.compute[t][t] = 1;
       std::priority_queue<int> need;
@@ -547,18 +548,38 @@ class Greedy {
         if (b == kPage || b == kPageLate) {
           bool on_ssd = ssd_from[i] <= t - 1;
           if (!on_ssd && a + 1 <= t - 2) {
-            // Under kTotal the page-out runs over as many stages as it takes their own
-            // nodes' computes to hide it (within those that leave a stage to page it back
-            // in), holding the tensor until then.
-            int out_stage = a + 1;
+            // Under kTotal the page-out runs through the earliest run of stages, free of
+            // other transfers (a stage a page-out runs through carries nothing else), whose
+            // own nodes' computes hide it; failing that, from a + 1 for as many stages as
+            // it takes. Either leaves a stage to page it back in, and the tensor is held
+            // until the page-out ends.
+            int out_from = a + 1, out_stage = a + 1;
             if (objective_ == Objective::kTotal) {
-              double hidden_s = g_.nodes[out_stage].time_s;
-              while (hidden_s < g_.nodes[i].pageout_time_s && out_stage + 1 <= t - 2)
-                hidden_s += g_.nodes[++out_stage].time_s;
+              bool found = false;
+              double hidden_s = 0;
+              for (int s = a + 1, from = a + 1; s <= t - 2 && !found; ++s) {
+                if (transfers_in[s] > 0) {
+                  from = s + 1;
+                  hidden_s = 0;
+                  continue;
+                }
+                hidden_s += g_.nodes[s].time_s;
+                if (hidden_s >= g_.nodes[i].pageout_time_s) {
+                  out_from = from;
+                  out_stage = s;
+                  found = true;
+                }
+              }
+              if (!found) {
+                hidden_s = g_.nodes[out_stage].time_s;
+                while (hidden_s < g_.nodes[i].pageout_time_s && out_stage + 1 <= t - 2)
+                  hidden_s += g_.nodes[++out_stage].time_s;
+              }
             }
-            for (int s = a + 1; s <= out_stage; ++s) {
-              p.ram[s][i] = 1;
+            for (int s = a + 1; s <= out_stage; ++s) p.ram[s][i] = 1;
+            for (int s = out_from; s <= out_stage; ++s) {
               p.page_out[s][i] = 1;
+              ++transfers_in[s];
             }
             ssd_from[i] = out_stage + 1;
             for (int s = out_stage + 1; s < n_; ++s) p.ssd[s][i] = 1;
@@ -566,18 +587,21 @@ class Greedy {
           }
           if (on_ssd && b == kPageLate) {
             p.page_in_late[t - 1][i] = 1;
+            ++transfers_in[t - 1];
             p.ram[t][i] = 1;
             last[i] = t;
             gaps.push_back({i, a, t, kPageLate});
             continue;
           }
-          if (on_ssd) {
+          if (on_ssd && a + 1 <= t - 1) {
             // POET's model: page in during the stage before the read. Under kTotal a transfer
             // is free only while compute hides it: take the latest stage whose own node
-            // computes at least as long as the page-in, and hold the tensor from there.
+            // computes at least as long as the page-in, and hold the tensor from there (never
+            // in a stage that still has it: a page-in of a resident tensor would make its
+            // readers wait for the transfer).
             int in_stage = t - 1;
             if (objective_ == Objective::kTotal) {
-              for (int s = t - 1; s >= std::max(ssd_from[i], 0); --s) {
+              for (int s = t - 1; s >= std::max(ssd_from[i], a + 1); --s) {
                 if (g_.nodes[s].time_s >= g_.nodes[i].pagein_time_s) {
                   in_stage = s;
                   break;
@@ -585,6 +609,7 @@ class Greedy {
               }
             }
             p.page_in[in_stage][i] = 1;
+            ++transfers_in[in_stage];
             for (int s = in_stage + 1; s <= t; ++s) p.ram[s][i] = 1;
             last[i] = t;
             gaps.push_back({i, a, t, kPage});
