@@ -179,7 +179,7 @@ class PoetModel {
         if (total)
           min_late_[t][i] = binary(charge(nodes[i].pagein_energy_j, nodes[i].pagein_time_s));
         if (spans(i)) {
-          // The page-out's energy goes with its channel time, charged once where C ends.
+          // The page-out's energy goes with its channel time Y, at the transfer's rate.
           mout_[t][i] = binary();
           const double out_s = nodes[i].pageout_time_s * time_scale_;
           paged_[t][i] = m_.add_var(0, out_s,

@@ -84,8 +84,9 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
   double stage_start_s = 0;
   double channel_free_s = 0;  // when the channel has carried every transfer issued so far
   struct Transfer {
-    int node, last;  ///< the stage it must be done by
-    double from_s, to_s;
+    int node;
+    int last;  ///< the stage that waits for it to be done
+    double from_s, to_s;  ///< when the channel carries it
   };
   std::vector<Transfer> under_way;  // page-outs not done with their span yet
   for (int t = 0; t < n; ++t) {
@@ -266,8 +267,35 @@ class Greedy {
     if (allowed.paging) bridges_.push_back(kPage);
   }
 
-  /// The greedy start, and each seed's, repaired to fit; the cheapest is searched locally.
+  /// Under kTotal with paging the search runs twice, each way of placing page-outs (see
+  /// derive(): `hidden_`), and the cheaper plan stands. Holding a tensor until a run of
+  /// stages free of other transfers hides its page-out is what lets BERT-tiny on a Pi 4 page
+  /// instead of recompute (3.55 % to 1.65 % gap at 50 %), and what costs ResNet-18 CIFAR at
+  /// 30 % the memory it needs (9.6 % to 13.6 %). The first search gets half the local search's
+  /// time; the second runs only where the first took under a tenth of the time to give up.
   std::optional<StagePlan> run(const std::vector<Schedule>& seeds) {
+    const bool both = objective_ == Objective::kTotal && allowed_.paging;
+    const auto now = std::chrono::steady_clock::now();
+    const auto search_end = stop_at_;
+    if (both && search_end != std::chrono::steady_clock::time_point::max())
+      stop_at_ = now + (search_end - now) / 2;
+    std::optional<State> best = search(seeds);
+    const auto first_took = std::chrono::steady_clock::now() - now;
+    if (both && (give_up_at_ == std::chrono::steady_clock::time_point::max() ||
+                 first_took * 10 < give_up_at_ - now)) {
+      hidden_ = true;
+      stop_at_ = search_end;
+      std::optional<State> other = search(seeds);
+      hidden_ = false;
+      if (other && (!best || other->costs.energy_j < best->costs.energy_j)) best = std::move(other);
+    }
+    if (!best) return std::nullopt;
+    return std::move(best->plan);
+  }
+
+ private:
+  /// The greedy start, and each seed's, repaired to fit; the cheapest is searched locally.
+  std::optional<State> search(const std::vector<Schedule>& seeds) const {
     std::optional<State> best;
     auto consider = [&](std::optional<State> s) {
       if (s && (!best || s->costs.energy_j < best->costs.energy_j)) best = std::move(s);
@@ -282,12 +310,10 @@ class Greedy {
       if (fits_deadline(s) && repair(s)) consider(std::move(s));
     }
     consider(start());
-    if (!best) return std::nullopt;
-    improve(*best);
-    return std::move(best->plan);
+    if (best) improve(*best);
+    return best;
   }
 
- private:
   /// A schedule as choices: for each compute, stage by stage (a stage ends with the first
   /// compute of its node), each input not computed earlier in the stage is recomputed there,
   /// paged in for it, or carried. nullopt when first computes are out of node order or the
@@ -548,32 +574,31 @@ class Greedy {
         if (b == kPage || b == kPageLate) {
           bool on_ssd = ssd_from[i] <= t - 1;
           if (!on_ssd && a + 1 <= t - 2) {
-            // Under kTotal the page-out runs through the earliest run of stages, free of
-            // other transfers (a stage a page-out runs through carries nothing else), whose
-            // own nodes' computes hide it; failing that, from a + 1 for as many stages as
-            // it takes. Either leaves a stage to page it back in, and the tensor is held
-            // until the page-out ends.
+            // Under kTotal the page-out runs from a + 1 for as many stages as their own
+            // nodes' computes take to hide it; or, where a run of stages free of other
+            // transfers (a stage a page-out runs through carries nothing else) hides it and
+            // ends no later, through the earliest such run. With `hidden_` it takes that run
+            // even where it ends later, holding the tensor longer. Either leaves a stage to
+            // page it back in, and the tensor is held until the page-out ends.
             int out_from = a + 1, out_stage = a + 1;
             if (objective_ == Objective::kTotal) {
-              bool found = false;
-              double hidden_s = 0;
-              for (int s = a + 1, from = a + 1; s <= t - 2 && !found; ++s) {
+              const double out_s = g_.nodes[i].pageout_time_s;
+              double hidden_s = g_.nodes[out_stage].time_s;
+              while (hidden_s < out_s && out_stage + 1 <= t - 2) hidden_s += g_.nodes[++out_stage].time_s;
+              const int search_to = hidden_ ? t - 2 : out_stage;
+              hidden_s = 0;
+              for (int s = a + 1, from = a + 1; s <= search_to; ++s) {
                 if (transfers_in[s] > 0) {
                   from = s + 1;
                   hidden_s = 0;
                   continue;
                 }
                 hidden_s += g_.nodes[s].time_s;
-                if (hidden_s >= g_.nodes[i].pageout_time_s) {
+                if (hidden_s >= out_s) {
                   out_from = from;
                   out_stage = s;
-                  found = true;
+                  break;
                 }
-              }
-              if (!found) {
-                hidden_s = g_.nodes[out_stage].time_s;
-                while (hidden_s < g_.nodes[i].pageout_time_s && out_stage + 1 <= t - 2)
-                  hidden_s += g_.nodes[++out_stage].time_s;
               }
             }
             for (int s = a + 1; s <= out_stage; ++s) p.ram[s][i] = 1;
@@ -677,6 +702,9 @@ class Greedy {
   int late_from_;  ///< stages from here on run in the backward phase's mode
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
   std::chrono::steady_clock::time_point stop_at_;  ///< when local search gives up
+  /// kTotal: page-outs run through the earliest stages free of other transfers that hide
+  /// them, even where that holds the tensor longer (see derive()).
+  bool hidden_ = false;
   std::chrono::steady_clock::time_point give_up_at_;  ///< when finding any plan gives up
 };
 
