@@ -426,18 +426,7 @@ TrainingGraph page_out_longer_than_any_node() {
   g.name = "long page-out";
   g.idle_power_w = 1;
   auto node = [](int id, double time_s, uint64_t bytes) {
-    TrainingNode n;
-    n.id = id;
-    n.name = "n" + std::to_string(id);
-    n.op = "linear";
-    n.time_s = time_s;
-    n.energy_j = 3 * time_s;
-    n.output_bytes = bytes;
-    n.pageout_time_s = 2.5e-3;
-    n.pagein_time_s = 0.5e-3;
-    n.pageout_energy_j = 1.5 * n.pageout_time_s;
-    n.pagein_energy_j = 1.5 * n.pagein_time_s;
-    return n;
+    return testing::node_with_idle(id, "n" + std::to_string(id), time_s, bytes, 2.5e-3, 0.5e-3);
   };
   g.nodes.push_back(node(0, 10e-3, 50));
   for (int k = 1; k <= 8; ++k) g.nodes.push_back(node(k, 1e-3, k >= 5 && k <= 7 ? 100 : 10));

@@ -140,16 +140,7 @@ TrainingGraph timed_triangle() {
   g.name = "triangle";
   g.idle_power_w = 1;
   auto node = [](int id, const char* name, double time_s) {
-    TrainingNode n;
-    n.id = id;
-    n.name = name;
-    n.op = "linear";
-    n.time_s = time_s;
-    n.energy_j = 3 * time_s;
-    n.output_bytes = 100;
-    n.pagein_time_s = n.pageout_time_s = 0.5;
-    n.pagein_energy_j = n.pageout_energy_j = 1.5 * 0.5;
-    return n;
+    return testing::node_with_idle(id, name, time_s, 100, 0.5, 0.5);
   };
   g.nodes = {node(0, "a", 1), node(1, "b", 2), node(2, "c", 1)};
   g.edges = {{0, 1}, {0, 2}, {1, 2}};

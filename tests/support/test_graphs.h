@@ -2,6 +2,7 @@
 
 #include <random>
 #include <string>
+#include <utility>
 
 #include "planner/graph.h"
 
@@ -37,6 +38,24 @@ class CostsWithIdle final : public CostModel {
   NodeCost page_out(uint64_t bytes) const override { return page_in(bytes); }
   double idle_power_w() const override { return 1.0; }
 };
+
+/// A hand-built graph's node on a board that idles at 1 W, computes at 3 W and pages at
+/// 1.5 W (as CostsWithIdle), each transfer taking the time given.
+inline TrainingNode node_with_idle(int id, std::string name, double time_s, uint64_t output_bytes,
+                                   double pageout_time_s, double pagein_time_s) {
+  TrainingNode n;
+  n.id = id;
+  n.name = std::move(name);
+  n.op = "linear";
+  n.time_s = time_s;
+  n.energy_j = 3 * time_s;
+  n.output_bytes = output_bytes;
+  n.pageout_time_s = pageout_time_s;
+  n.pagein_time_s = pagein_time_s;
+  n.pageout_energy_j = 1.5 * pageout_time_s;
+  n.pagein_energy_j = 1.5 * pagein_time_s;
+  return n;
+}
 
 /// A random chain-ish forward graph of `ops` ops with heterogeneous sizes and costs; with
 /// `skips`, some ops also read the op two back (a residual).
