@@ -98,7 +98,9 @@ class PoetModel {
       }
       for (int i = 0; i < t; ++i) {
         if (cum_[t][i] != kNone) x[cum_[t][i]] = paged_out_s[i] * time_scale_;
-        if (through_[t][i] != kNone) x[through_[t][i]] = p.page_out[t][i] && p.page_out[t + 1][i];
+        if (going_on_[t][i] != kNone) x[going_on_[t][i]] = p.page_out[t][i] && p.page_out[t + 1][i];
+        if (through_[t][i] != kNone)
+          x[through_[t][i]] = p.page_out[t - 1][i] && p.page_out[t][i] && p.page_out[t + 1][i];
       }
       double u = 0;
       for (int i = 0; i <= t; ++i) {
@@ -156,7 +158,7 @@ class PoetModel {
       return (total ? g_.dynamic_energy_j(energy_j, time_s) : energy_j) * e;
     };
     r_.assign(n_, std::vector<int>(n_, kNone));
-    sram_ = ssd_ = min_ = mout_ = u_ = min_late_ = cum_ = paged_ = through_ = r_;
+    sram_ = ssd_ = min_ = mout_ = u_ = min_late_ = cum_ = paged_ = going_on_ = through_ = r_;
     duration_.assign(n_, kNone);
     free_.assign(n_, std::vector<std::vector<std::pair<int, int>>>(n_));
 
@@ -280,25 +282,34 @@ class PoetModel {
     }
   }
 
-  /// kTotal: a stage that a page-out runs through (paging it out in this stage and the next)
-  /// carries no other transfer, so that the channel's order of issue, which the simulator
-  /// and a board follow, never makes a stage wait longer than the model says. K[t,i] >=
-  /// M_out[t,i] + M_out[t+1,i] - 1 marks a page-out running through stage t: then the
-  /// stage's transfers count 1, its own, and no other page-out runs through it.
+  /// kTotal: the rules that keep the channel's order of issue, which the simulator and a
+  /// board follow, from making a stage wait longer than the model says (see StagePlan). A
+  /// stage's page-ins go first, then its page-outs, one that goes on into the next stage
+  /// last. G[t,i] >= M_out[t,i] + M_out[t+1,i] - 1 marks a page-out going on from stage t:
+  /// at most one does, and then the stage has no late page-in. K[t,i] >= M_out[t-1,i] +
+  /// M_out[t,i] + M_out[t+1,i] - 2 marks one running through stage t: then the stage's
+  /// transfers count 1, its own.
   void build_span_rule() {
+    const double big = n_;
     for (int t = 0; t + 1 < n_; ++t) {
-      std::vector<std::pair<int, double>> count;
-      const double big = n_;
+      std::vector<std::pair<int, double>> count, going;
       for (int i = 0; i < t; ++i) {
         count.emplace_back(min_[t][i], 1);
         count.emplace_back(min_late_[t][i], 1);
         count.emplace_back(mout_[t][i], 1);
+        going.emplace_back(min_late_[t][i], 1);
         if (cum_[t][i] == kNone) continue;
-        through_[t][i] = continuous01();
-        row({{through_[t][i], 1}, {mout_[t][i], -1}, {mout_[t + 1][i], -1}}, -1, kInf);
-        count.emplace_back(through_[t][i], big);
+        going_on_[t][i] = continuous01();
+        row({{going_on_[t][i], 1}, {mout_[t][i], -1}, {mout_[t + 1][i], -1}}, -1, kInf);
+        going.emplace_back(going_on_[t][i], big);
+        if (i + 1 < t) {  // paged out in stage t - 1 too
+          through_[t][i] = continuous01();
+          row({{through_[t][i], 1}, {mout_[t - 1][i], -1}, {mout_[t][i], -1}, {mout_[t + 1][i], -1}}, -2, kInf);
+          count.emplace_back(through_[t][i], big);
+        }
       }
       row(count, -kInf, big + 1);
+      row(going, -kInf, big);
     }
   }
 
@@ -350,6 +361,7 @@ class PoetModel {
   /// on storage once C reaches its page-out time.
   std::vector<std::vector<int>> cum_;
   std::vector<std::vector<int>> paged_;  ///< kTotal: Y[t,i], stage t's share of i's page-out
+  std::vector<std::vector<int>> going_on_;  ///< kTotal: G[t,i], a page-out goes on from stage t
   std::vector<std::vector<int>> through_;  ///< kTotal: K[t,i], a page-out runs through stage t
   std::vector<std::vector<std::vector<std::pair<int, int>>>> free_;  // [t][k] -> (i, column)
 };

@@ -77,7 +77,7 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
   c.stage_peak_bytes.assign(n, 0);
   c.stage_time_s.assign(n, 0);
   // Under kTotal one storage channel carries the transfers in the order a stage issues them
-  // (to_schedule: its page-outs, then its page-ins), each from when it is issued and the
+  // (to_schedule: its page-ins, then its page-outs), each from when it is issued and the
   // channel is free. A page-out may run over consecutive stages (page_out set in each, the
   // tensor held in all of them); the stage where it ends waits for it, as a stage waits for
   // its page-ins, and late page-ins go after the stage's computes and transfers.
@@ -101,19 +101,6 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
     };
     for (int i = 0; i < t; ++i) {
       const auto& node = graph.nodes[i];
-      if (!p.page_out[t][i]) continue;
-      if (!total) {
-        c.energy_j += charge(node.pageout_energy_j, node.pageout_time_s);
-        stage_transfer_s += node.pageout_time_s;
-      } else if (!p.page_out[t - 1][i]) {  // a span starts (i < t, so t >= 1)
-        c.energy_j += charge(node.pageout_energy_j, node.pageout_time_s);
-        int last = t;
-        while (last + 1 < n && p.page_out[last + 1][i]) ++last;
-        under_way.push_back(issue(i, last, node.pageout_time_s));
-      }
-    }
-    for (int i = 0; i < t; ++i) {
-      const auto& node = graph.nodes[i];
       if (p.ram[t][i] || (total && p.page_in[t][i])) u += static_cast<int64_t>(node.output_bytes);
       if (p.page_in[t][i]) {
         c.energy_j += charge(node.pagein_energy_j, node.pagein_time_s);
@@ -126,6 +113,26 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
       if (p.page_in_late[t][i]) {
         c.energy_j += charge(node.pagein_energy_j, node.pagein_time_s);
         stage_late_s += node.pagein_time_s;
+      }
+    }
+    // Page-outs after the page-ins: those that end in this stage, then one that goes on
+    // into the next (the model's rule; see StagePlan), so it takes what channel time the
+    // stage has left.
+    for (const bool going_on : {false, true}) {
+      for (int i = 0; i < t; ++i) {
+        const auto& node = graph.nodes[i];
+        if (!p.page_out[t][i]) continue;
+        if (!total) {
+          if (going_on) continue;
+          c.energy_j += charge(node.pageout_energy_j, node.pageout_time_s);
+          stage_transfer_s += node.pageout_time_s;
+        } else if (!p.page_out[t - 1][i]) {  // a span starts (i < t, so t >= 1)
+          int last = t;
+          while (last + 1 < n && p.page_out[last + 1][i]) ++last;
+          if ((last > t) != going_on) continue;
+          c.energy_j += charge(node.pageout_energy_j, node.pageout_time_s);
+          under_way.push_back(issue(i, last, node.pageout_time_s));
+        }
       }
     }
     int64_t peak = u;
@@ -193,15 +200,23 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& p, Objective o
     }
   };
   const bool total = objective == Objective::kTotal;
+  // Where each page-out starts, and whether it goes on into the next stage.
+  auto page_out_starts = [&](int t, int i) { return p.page_out[t][i] && !(t > 0 && p.page_out[t - 1][i]); };
+  auto goes_on = [&](int t, int i) { return t + 1 < n && p.page_out[t + 1][i]; };
   for (int t = 0; t < n; ++t) {
-    for (int i = 0; i < t; ++i)
-      if (p.page_out[t][i] && !(t > 0 && p.page_out[t - 1][i])) s.steps.push_back({StepKind::kPageOut, i});
     if (total) {
       for (int i = 0; i < t; ++i) {
         if (!p.page_in[t][i]) continue;
         s.steps.push_back({StepKind::kPageIn, i});
         resident[i] = 1;
       }
+      // After the page-ins: the page-outs that end in this stage, then one that goes on.
+      for (const bool going_on : {false, true})
+        for (int i = 0; i < t; ++i)
+          if (page_out_starts(t, i) && goes_on(t, i) == going_on) s.steps.push_back({StepKind::kPageOut, i});
+    } else {
+      for (int i = 0; i < t; ++i)
+        if (page_out_starts(t, i)) s.steps.push_back({StepKind::kPageOut, i});
     }
     for (int k = 0; k <= t; ++k) {
       if (!p.compute[t][k]) continue;
@@ -238,6 +253,81 @@ namespace {
 /// no memory there but not hidden behind them.
 enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute, kPageLate };
 using Choices = std::vector<std::vector<char>>;  // [stage][node]
+
+/// Consecutive stages a page-out runs over, first to last.
+struct Span {
+  int first = 0;
+  int last = 0;
+};
+
+/// Kept while the greedy search derives a plan under kTotal: the storage channel time already
+/// placed in each stage, and where page-outs go on into the next stage or run through one,
+/// so that a new transfer goes where the model's rules (see StagePlan) let compute hide it.
+class Channel {
+ public:
+  explicit Channel(int stages) : load_s_(stages, 0.0), going_on_(stages, 0), through_(stages, 0), late_(stages, 0) {}
+
+  /// What stage s still has for a transfer that ends in it: none where a page-out runs
+  /// through it.
+  [[nodiscard]] double free_s(int s, const std::vector<double>& stage_s) const {
+    return through_[s] ? 0.0 : std::max(0.0, stage_s[s] - load_s_[s]);
+  }
+  void add(int s, double time_s) { load_s_[s] += time_s; }
+  /// A late page-in after stage s's computes: no page-out may go on from s.
+  void add_late(int s) { late_[s] = 1; }
+
+  /// The earliest span within [from, to] that hides a page-out of `out_s` by the rules: it
+  /// starts where it may go on (or ends there), takes what its first stage has left, runs
+  /// through stages with no other transfer, and ends where the rest still fits. nullopt
+  /// where none does. Linear: a span that meets another transfer cannot get past it, so
+  /// the next start worth trying is there.
+  [[nodiscard]] std::optional<Span> hiding_span(int from, int to, double out_s,
+                                                const std::vector<double>& stage_s) const {
+    for (int first = from; first <= to;) {
+      if (through_[first]) {
+        ++first;
+        continue;
+      }
+      double got_s = free_s(first, stage_s);
+      if (got_s >= out_s) return Span{first, first};
+      int next = first + 1;
+      if (!going_on_[first] && !late_[first]) {
+        int last = first + 1;
+        for (; last <= to && !through_[last]; ++last) {
+          if (got_s + free_s(last, stage_s) >= out_s) return Span{first, last};
+          if (load_s_[last] > 0 || going_on_[last] || late_[last]) break;  // ends here at the latest
+          got_s += stage_s[last];
+        }
+        if (last > to) return std::nullopt;  // a later start hides no more
+        next = std::max(next, last);
+      }
+      first = next;
+    }
+    return std::nullopt;
+  }
+
+  /// Records a page-out over `span`: all its first stage has left, all of the stages it runs
+  /// through, and the rest in its last stage.
+  void place(const Span& span, double out_s, const std::vector<double>& stage_s) {
+    if (span.first == span.last) {
+      add(span.first, out_s);
+      return;
+    }
+    double got_s = free_s(span.first, stage_s);
+    load_s_[span.first] += got_s;
+    going_on_[span.first] = 1;
+    for (int s = span.first + 1; s < span.last; ++s) {
+      through_[s] = going_on_[s] = 1;
+      got_s += stage_s[s];
+      load_s_[s] = std::max(load_s_[s], stage_s[s]);
+    }
+    add(span.last, std::max(0.0, out_s - got_s));
+  }
+
+ private:
+  std::vector<double> load_s_;
+  std::vector<char> going_on_, through_, late_;
+};
 
 struct Gap {
   int node = 0;
@@ -547,7 +637,9 @@ class Greedy {
     std::vector<int> last(n_, -1);
     std::vector<int> ssd_from(n_, INT_MAX);
     std::vector<int> queued(n_, -1);
-    std::vector<int> transfers_in(n_, 0);  // transfers placed in each stage so far
+    Channel channel(n_);
+    std::vector<PageOutRequest> chain;
+    std::vector<double> stage_s(n_, 0.0);  // each stage's compute time so far (final before t)
     for (int t = 0; t < n_; ++t) {
       p.compute[t][t] = 1;
       std::priority_queue<int> need;
@@ -569,46 +661,34 @@ class Greedy {
         }
         if (b == kPage || b == kPageLate) {
           bool on_ssd = ssd_from[i] <= t - 1;
-          if (!on_ssd && a + 1 <= t - 2) {
-            // Under kTotal the page-out runs from a + 1 for as many stages as their own
-            // nodes' computes take to hide it; or, where a run of stages free of other
-            // transfers (a stage a page-out runs through carries nothing else) hides it and
-            // ends no later, through the earliest such run. With `hidden_` it takes that run
-            // even where it ends later, holding the tensor longer. Either leaves a stage to
-            // page it back in, and the tensor is held until the page-out ends.
-            int out_from = a + 1, out_stage = a + 1;
+          const bool chained = !on_ssd && a + 1 <= t - 2 && objective_ == Objective::kTotal && hidden_;
+          if (chained) {
+            // Placed once every page-in is (chain_page_outs), by when the tensor was made.
+            chain.push_back({i, a + 1, t - 2});
+            ssd_from[i] = a + 2;
+            on_ssd = true;
+          } else if (!on_ssd && a + 1 <= t - 2) {
+            // Under kTotal the page-out runs from a + 1 for as many stages as they compute to
+            // hide it; or, where a span the model's rules allow (see StagePlan) hides it and
+            // ends no later, through the earliest such span. Either leaves a stage to page it
+            // back in, and the tensor is held until the page-out ends.
+            Span span{a + 1, a + 1};
             if (objective_ == Objective::kTotal) {
               const double out_s = g_.nodes[i].pageout_time_s;
-              double hidden_s = g_.nodes[out_stage].time_s;
-              while (hidden_s < out_s && out_stage + 1 <= t - 2) hidden_s += g_.nodes[++out_stage].time_s;
-              const int search_to = hidden_ ? t - 2 : out_stage;
-              hidden_s = 0;
-              for (int s = a + 1, from = a + 1; s <= search_to; ++s) {
-                if (transfers_in[s] > 0) {
-                  from = s + 1;
-                  hidden_s = 0;
-                  continue;
-                }
-                hidden_s += g_.nodes[s].time_s;
-                if (hidden_s >= out_s) {
-                  out_from = from;
-                  out_stage = s;
-                  break;
-                }
-              }
+              double hidden_s = stage_s[span.last];
+              while (hidden_s < out_s && span.last + 1 <= t - 2) hidden_s += stage_s[++span.last];
+              if (auto found = channel.hiding_span(a + 1, span.last, out_s, stage_s)) span = *found;
+              channel.place(span, out_s, stage_s);
             }
-            for (int s = a + 1; s <= out_stage; ++s) p.ram[s][i] = 1;
-            for (int s = out_from; s <= out_stage; ++s) {
-              p.page_out[s][i] = 1;
-              ++transfers_in[s];
-            }
-            ssd_from[i] = out_stage + 1;
-            for (int s = out_stage + 1; s < n_; ++s) p.ssd[s][i] = 1;
+            for (int s = a + 1; s <= span.last; ++s) p.ram[s][i] = 1;
+            for (int s = span.first; s <= span.last; ++s) p.page_out[s][i] = 1;
+            ssd_from[i] = span.last + 1;
+            for (int s = span.last + 1; s < n_; ++s) p.ssd[s][i] = 1;
             on_ssd = true;
           }
           if (on_ssd && b == kPageLate) {
             p.page_in_late[t - 1][i] = 1;
-            ++transfers_in[t - 1];
+            channel.add_late(t - 1);
             p.ram[t][i] = 1;
             last[i] = t;
             gaps.push_back({i, a, t, kPageLate});
@@ -616,21 +696,23 @@ class Greedy {
           }
           if (on_ssd && a + 1 <= t - 1) {
             // POET's model: page in during the stage before the read. Under kTotal a transfer
-            // is free only while compute hides it: take the latest stage whose own node
-            // computes at least as long as the page-in, and hold the tensor from there (never
-            // in a stage that still has it: a page-in of a resident tensor would make its
-            // readers wait for the transfer).
+            // is free only while compute hides it: take the latest stage with that much
+            // compute time the channel does not use yet (and no page-out running through
+            // it), and hold the tensor from there (never in a stage that still has it: a
+            // page-in of a resident tensor would make its readers wait for the transfer).
             int in_stage = t - 1;
+            const double in_s = g_.nodes[i].pagein_time_s;
             if (objective_ == Objective::kTotal) {
               for (int s = t - 1; s >= std::max(ssd_from[i], a + 1); --s) {
-                if (g_.nodes[s].time_s >= g_.nodes[i].pagein_time_s) {
+                if (channel.free_s(s, stage_s) >= in_s) {
                   in_stage = s;
                   break;
                 }
               }
+              channel.add(in_stage, in_s);
             }
             p.page_in[in_stage][i] = 1;
-            ++transfers_in[in_stage];
+            if (chained) chain.back().last = in_stage - 1;
             for (int s = in_stage + 1; s <= t; ++s) p.ram[s][i] = 1;
             last[i] = t;
             gaps.push_back({i, a, t, kPage});
@@ -652,30 +734,85 @@ class Greedy {
         last[i] = t;
         gaps.push_back({i, a, t, kCarry});
       }
-      for (int i = 0; i <= t; ++i)
-        if (p.compute[t][i]) last[i] = t;
+      for (int i = 0; i <= t; ++i) {
+        if (!p.compute[t][i]) continue;
+        last[i] = t;
+        stage_s[t] += g_.compute_cost(i, t >= late_from_).time_s;
+      }
     }
-    end_spans_that_share_a_stage(p);
+    chain_page_outs(p, chain, channel, stage_s);
+    obey_span_rules(p);
     return p;
   }
 
-  /// The model's rule for spans (see StagePlan): a stage that a page-out runs through carries
-  /// no other transfer. Where another transfer shares such a stage, the page-out ends there
+  /// A page-out the `hidden_` derivation places after the page-ins: of `node`, in stages
+  /// first to last, held in RAM from first.
+  struct PageOutRequest {
+    int node = 0;
+    int first = 0;
+    int last = 0;
+  };
+
+  /// kTotal, `hidden_`: places the page-outs in the order their tensors can start (one
+  /// channel carries them in that order), each through the earliest span the model's rules
+  /// allow that hides it, holding the tensor until it ends. So page-outs chain, one starting
+  /// where the one before ends, rather than wait for runs of stages free of transfers; and
+  /// those of tensors needed late go no later than those needed early. Where nothing hides
+  /// one before its page-in, it runs from its first stage and the stage it ends in waits.
+  void chain_page_outs(StagePlan& p, std::vector<PageOutRequest>& requests, Channel& channel,
+                       const std::vector<double>& stage_s) const {
+    std::sort(requests.begin(), requests.end(), [](const PageOutRequest& x, const PageOutRequest& y) {
+      return x.first < y.first || (x.first == y.first && x.node < y.node);
+    });
+    for (const PageOutRequest& r : requests) {
+      const double out_s = g_.nodes[r.node].pageout_time_s;
+      Span span{r.first, r.first};
+      if (auto found = channel.hiding_span(r.first, r.last, out_s, stage_s)) {
+        span = *found;
+      } else {
+        double hidden_s = stage_s[span.last];
+        while (hidden_s < out_s && span.last + 1 <= r.last) hidden_s += stage_s[++span.last];
+      }
+      channel.place(span, out_s, stage_s);
+      for (int s = r.first; s <= span.last; ++s) p.ram[s][r.node] = 1;
+      for (int s = span.first; s <= span.last; ++s) p.page_out[s][r.node] = 1;
+      for (int s = span.last + 1; s < n_; ++s) p.ssd[s][r.node] = 1;
+    }
+  }
+
+  /// The model's rules for spans (see StagePlan): at most one page-out goes on from a stage
+  /// into the next, and none from a stage with a late page-in; a stage a page-out runs
+  /// through carries no other transfer. A page-out that breaks them ends in the stage
   /// instead (the stage waits for it), and the tensor is on storage, not in RAM, from the
   /// next stage until its page-in.
-  void end_spans_that_share_a_stage(StagePlan& p) const {
+  void obey_span_rules(StagePlan& p) const {
     if (objective_ != Objective::kTotal) return;
+    auto end_here = [&](int t, int i) {
+      for (int s = t + 1; s < n_ && p.page_out[s][i]; ++s) {
+        p.page_out[s][i] = 0;
+        p.ram[s][i] = 0;
+        p.ssd[s][i] = 1;
+      }
+    };
     for (int t = 0; t + 1 < n_; ++t) {
       int transfers = 0;
-      for (int i = 0; i < t; ++i)
-        transfers += p.page_in[t][i] + p.page_in_late[t][i] + p.page_out[t][i];
-      if (transfers < 2) continue;
+      bool late = false;
       for (int i = 0; i < t; ++i) {
-        if (!p.page_out[t][i] || !p.page_out[t + 1][i]) continue;
-        for (int s = t + 1; s < n_ && p.page_out[s][i]; ++s) {
-          p.page_out[s][i] = 0;
-          p.ram[s][i] = 0;
-          p.ssd[s][i] = 1;
+        transfers += p.page_in[t][i] + p.page_in_late[t][i] + p.page_out[t][i];
+        late = late || p.page_in_late[t][i];
+      }
+      bool one_goes_on = false;
+      // Page-outs running through the stage first (they were under way before), then those
+      // starting in it.
+      for (const bool through : {true, false}) {
+        for (int i = 0; i < t; ++i) {
+          if (!p.page_out[t][i] || !p.page_out[t + 1][i]) continue;
+          if ((t > 0 && p.page_out[t - 1][i]) != through) continue;
+          if (late || one_goes_on || (through && transfers > 1)) {
+            end_here(t, i);
+          } else {
+            one_goes_on = true;
+          }
         }
       }
     }
@@ -698,8 +835,8 @@ class Greedy {
   int late_from_;  ///< stages from here on run in the backward phase's mode
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
   std::chrono::steady_clock::time_point stop_at_;  ///< when local search gives up
-  /// kTotal: page-outs run through the earliest stages free of other transfers that hide
-  /// them, even where that holds the tensor longer (see derive()).
+  /// kTotal: page-outs chain in the order their tensors can start, each through the
+  /// earliest span that hides it, even where that holds the tensor longer (see derive()).
   bool hidden_ = false;
   std::chrono::steady_clock::time_point give_up_at_;  ///< when finding any plan gives up
 };

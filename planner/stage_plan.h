@@ -17,7 +17,12 @@ namespace ergon::planner {
 /// `page_out[t]` the transfers during stage t. Matrices are indexed [stage][node].
 /// Under Objective::kTotal a page-out may span consecutive stages (`page_out` set in each,
 /// the tensor in RAM in each): its transfer time is spread over them, so a transfer longer
-/// than any one node's compute can still hide behind several.
+/// than any one node's compute can still hide behind several. One storage channel carries
+/// the transfers in the order to_schedule issues them, and three rules keep a stage from
+/// waiting longer than the model says: at most one page-out goes on from a stage into the
+/// next, issued last in it; a stage a page-out runs through (from the stage before to the
+/// stage after) carries no other transfer; a stage a page-out goes on from has no late
+/// page-in. So page-outs chain: one ends in a stage, the next starts there.
 /// The POET MILP's binaries describe exactly this, so a heuristic that builds one gives the
 /// solver a warm start it can check row by row. `page_in_late[t]` (Objective::kTotal only)
 /// marks page-ins issued after stage t's last compute and drops: they take no memory in
@@ -77,8 +82,8 @@ bool frees_after(const StagePlan& plan, const std::vector<std::vector<int>>& use
 
 /// The ordered steps of a plan: per stage, page-outs, then computes (each followed by the
 /// frees it triggers), then drops of what the next stage does not keep, then page-ins.
-/// Under kTotal a stage's page-ins come first with its page-outs, so that they overlap its
-/// computes.
+/// Under kTotal a stage's page-ins and page-outs come first, so that they overlap its
+/// computes: page-ins, then the page-outs that end in the stage, then one that goes on.
 Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan,
                      Objective objective = Objective::kPoet);
 

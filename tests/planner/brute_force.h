@@ -10,9 +10,11 @@
 // the stage start) or after its computes and drops (no memory in the stage, their time added
 // to it); a tensor being paged out stays until the stage ends; a stage lasts the longer of
 // its computes and its transfers, plus the late page-ins; energy is the energy above idle
-// plus idle power over every stage's duration. A page-out may also run through stages that
-// carry no other transfer, the tensor held all the while: one storage channel carries it
-// while they compute, and the stage where it ends waits for what is left.
+// plus idle power over every stage's duration. A page-out may also go on into the next
+// stage, the tensor held all the while: one storage channel carries it after the stage's other
+// transfers, while the stages compute, and the stage where it ends waits for what is left. At
+// most one goes on from a stage, none from a stage with a late page-in, and a stage one runs
+// through carries no other transfer.
 
 #include <algorithm>
 #include <bit>
@@ -93,20 +95,24 @@ class BruteForce {
     auto charge = [&](double energy_j, double time_s) {
       return total_ ? g_.dynamic_energy_j(energy_j, time_s) : energy_j;
     };
-    // Each choice of page-outs: those that end in this stage (a pending one among them), or
-    // one that runs through it alone.
-    std::vector<std::pair<uint32_t, bool>> outs;  // (page-outs, runs through)
+    // Each choice of page-outs: those that end in this stage (a pending one among them), and
+    // under kTotal perhaps one more that starts here and goes on into the next stage; or the
+    // pending one running through the stage alone.
+    struct Outs {
+      uint32_t out;    ///< page-outs that end in this stage
+      bool through;    ///< the pending page-out runs through the stage
+      int goes_on;     ///< a page-out that starts here and goes on, or -1
+    };
+    std::vector<Outs> outs;
     const uint32_t pending_bit = pending >= 0 ? 1U << pending : 0U;
-    for (uint32_t out : subsets(ram & ~ssd & future & ~pending_bit)) outs.emplace_back(out | pending_bit, false);
-    if (total_) {
-      if (pending >= 0) {
-        outs.emplace_back(pending_bit, true);
-      } else {
-        for (int i = 0; i < n_; ++i)
-          if ((ram & ~ssd & future) >> i & 1U) outs.emplace_back(1U << i, true);
-      }
+    for (uint32_t out : subsets(ram & ~ssd & future & ~pending_bit)) {
+      outs.push_back({out | pending_bit, false, -1});
+      if (!total_) continue;
+      for (int i = 0; i < n_; ++i)
+        if ((ram & ~ssd & future & ~pending_bit & ~out) >> i & 1U) outs.push_back({out | pending_bit, false, i});
     }
-    for (const auto& [out, through] : outs) {
+    if (pending >= 0) outs.push_back({pending_bit, true, -1});
+    for (const auto& [out, through, goes_on] : outs) {
       double page_out_e = 0, page_out_s = 0;
       for (int i = 0; i < n_; ++i) {
         if (!(out >> i & 1U)) continue;
@@ -172,6 +178,21 @@ class BruteForce {
               continue;
             }
             const uint32_t next_ssd = ssd | out;
+            if (goes_on >= 0) {
+              // After the stage's other transfers, which it waits for, the page-out that goes
+              // on takes what channel time the stage has left; no late page-in follows it.
+              if (!(keep >> goes_on & 1U)) continue;
+              const auto& node = g_.nodes[goes_on];
+              const double others_s = page_out_s + in_during_s;
+              const double stage_s = std::max(compute_s, others_s);
+              const double left_next_s = node.pageout_time_s - (stage_s - others_s);
+              if (left_next_s <= 0) continue;  // done here: ending here costs no more
+              const double stage_e = energy + charge(node.pageout_energy_j, node.pageout_time_s) +
+                                     g_.idle_power_w * stage_s;
+              for (const auto& [rt, re] : frontier(t + 1, keep | in_during, next_ssd, goes_on, left_next_s))
+                add(result, stage_s + rt, stage_e + re);
+              continue;
+            }
             if (total_) {
               // Late page-ins: after the computes and drops, taking no memory in this stage.
               for (uint32_t late : subsets(ssd & future & ~keep & ~in_during)) {
