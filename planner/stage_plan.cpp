@@ -260,6 +260,23 @@ struct Span {
   int last = 0;
 };
 
+/// From stage `first`, as many stages as their computes (`stage_s`) take to hide a page-out
+/// of `out_s`, but none past `limit`.
+Span computing_span(int first, int limit, double out_s, const std::vector<double>& stage_s) {
+  Span span{first, first};
+  double hidden_s = stage_s[first];
+  while (hidden_s < out_s && span.last + 1 <= limit) hidden_s += stage_s[++span.last];
+  return span;
+}
+
+/// A page-out of `node` over `span`, the tensor held in RAM from `held_from` until it ends and
+/// on storage after.
+void mark_page_out(StagePlan& p, int node, int held_from, const Span& span) {
+  for (int s = held_from; s <= span.last; ++s) p.ram[s][node] = 1;
+  for (int s = span.first; s <= span.last; ++s) p.page_out[s][node] = 1;
+  for (int s = span.last + 1; s < p.n; ++s) p.ssd[s][node] = 1;
+}
+
 /// Kept while the greedy search derives a plan under kTotal: the storage channel time already
 /// placed in each stage, and where page-outs go on into the next stage or run through one,
 /// so that a new transfer goes where the model's rules (see StagePlan) let compute hide it.
@@ -675,15 +692,12 @@ class Greedy {
             Span span{a + 1, a + 1};
             if (objective_ == Objective::kTotal) {
               const double out_s = g_.nodes[i].pageout_time_s;
-              double hidden_s = stage_s[span.last];
-              while (hidden_s < out_s && span.last + 1 <= t - 2) hidden_s += stage_s[++span.last];
+              span = computing_span(a + 1, t - 2, out_s, stage_s);
               if (auto found = channel.hiding_span(a + 1, span.last, out_s, stage_s)) span = *found;
               channel.place(span, out_s, stage_s);
             }
-            for (int s = a + 1; s <= span.last; ++s) p.ram[s][i] = 1;
-            for (int s = span.first; s <= span.last; ++s) p.page_out[s][i] = 1;
+            mark_page_out(p, i, a + 1, span);
             ssd_from[i] = span.last + 1;
-            for (int s = span.last + 1; s < n_; ++s) p.ssd[s][i] = 1;
             on_ssd = true;
           }
           if (on_ssd && b == kPageLate) {
@@ -766,17 +780,10 @@ class Greedy {
     });
     for (const PageOutRequest& r : requests) {
       const double out_s = g_.nodes[r.node].pageout_time_s;
-      Span span{r.first, r.first};
-      if (auto found = channel.hiding_span(r.first, r.last, out_s, stage_s)) {
-        span = *found;
-      } else {
-        double hidden_s = stage_s[span.last];
-        while (hidden_s < out_s && span.last + 1 <= r.last) hidden_s += stage_s[++span.last];
-      }
+      const Span span = channel.hiding_span(r.first, r.last, out_s, stage_s)
+                            .value_or(computing_span(r.first, r.last, out_s, stage_s));
       channel.place(span, out_s, stage_s);
-      for (int s = r.first; s <= span.last; ++s) p.ram[s][r.node] = 1;
-      for (int s = span.first; s <= span.last; ++s) p.page_out[s][r.node] = 1;
-      for (int s = span.last + 1; s < n_; ++s) p.ssd[s][r.node] = 1;
+      mark_page_out(p, r.node, r.first, span);
     }
   }
 
