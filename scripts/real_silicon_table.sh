@@ -8,6 +8,7 @@
 # iterations' errors, and the median and p95 of |error| per step (each step's median time).
 #   scripts/real_silicon_table.sh [MODEL ...]   (default: mlp resnet18-cifar mobilenetv2-cifar bert-tiny)
 #   ERGON_BUDGETS="100% 75% 50%"   budgets to validate
+#   ERGON_STEP_TABLE=1   also print every step of at least 100 us: predicted, measured, their ratio
 # Needs build/ (cmake --build --preset default). Time it on a quiet machine: every figure is a
 # wall-clock measurement, and other load shows up in it.
 set -euo pipefail
@@ -51,6 +52,16 @@ for model in "${models[@]}"; do
       echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - |"
       continue
     fi
+    if [[ -n ${ERGON_STEP_TABLE:-} ]]; then
+      python3 - "$model" "$budget" "$work/v.json" >>"$work/steps.md" <<'EOF'
+import json, sys
+model, budget, path = sys.argv[1:4]
+for s in json.load(open(path))["step_times"]:
+    if s["predicted_s"] >= 1e-4:
+        print(f"| {model} | {budget} | {s['kind']} {s['node']} | {s['predicted_s'] * 1e6:.0f} us "
+              f"| {s['measured_s'] * 1e6:.0f} us | {s['measured_s'] / s['predicted_s']:.2f} |")
+EOF
+    fi
     python3 - "$model" "$budget" "$work/v.json" <<'EOF'
 import json, sys
 model, budget, path = sys.argv[1:4]
@@ -90,3 +101,11 @@ echo
 echo "| model | op shapes | sum of op times | per-op \|change\| median | least | most |"
 echo "|---|---|---|---|---|---|"
 cat "$work/repeat.md"
+if [[ -s $work/steps.md ]]; then
+  echo
+  echo "Each step of at least 100 us (its median over the iterations):"
+  echo
+  echo "| model | budget | step | predicted | measured | measured / predicted |"
+  echo "|---|---|---|---|---|---|"
+  cat "$work/steps.md"
+fi
