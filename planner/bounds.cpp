@@ -121,8 +121,9 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   }
   // Recreating a tensor after it was dropped, at the least: paging it out and back in, or
   // computing it again (without whatever its own inputs cost).
-  auto recreate_j = [&](int i, double lambda) {
-    return std::min(page_j[i], allowed.recompute ? recompute_j(i, lambda) : kNever);
+  auto recreate_j = [&](int i, double lambda, double mu) {
+    return std::min(page_j[i] + mu * idle_w * graph.nodes[i].pageout_time_s,
+                    allowed.recompute ? recompute_j(i, lambda) : kNever);
   };
   double one_pass_j = 0;
   for (const auto& node : graph.nodes) one_pass_j += compute_j({node.time_s, node.energy_j}, 1.0);
@@ -132,9 +133,24 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   for (int i = 0; i < n; ++i) last_use[i] = users[i].empty() ? i : users[i].back();
 
   // The share of idle power on transfers is tried at these lambdas (only 1 without idle).
-  std::vector<double> lambdas = {1.0};
-  if (total && idle_w > 0 && allowed.paging && stage_overlap)
-    for (int k = 0; k < 20; ++k) lambdas.push_back(k / 20.0);
+  // A second family sees that page-outs share one channel. Every tensor paged out and
+  // missing when node t runs was written out in stages before t, one after another, so
+  // those stages last at least the sum of their page-out times; the one-pass compute of
+  // stages 1 to t - 1 (the first output exists only after stage 0) hides no more than
+  // its own length of it. The rest is time at idle power at least:
+  //   idle x max(0, sum of page-outs - hidden) >= mu x idle x (sum of page-outs - hidden)
+  // for every mu in [0, 1], so each mu gives a bound: a page-out costs mu x idle x its time
+  // more, and mu x idle x hidden comes off. This family charges recomputations their whole
+  // time (lambda = 1) and no stall per transfer.
+  struct Weights {
+    double lambda = 1.0;
+    double mu = 0.0;
+  };
+  std::vector<Weights> weights = {{1.0, 0.0}};
+  if (total && idle_w > 0 && allowed.paging && stage_overlap) {
+    for (int k = 0; k < 20; ++k) weights.push_back({k / 20.0, 0.0});
+    for (int k = 1; k <= 20; ++k) weights.push_back({1.0, k / 20.0});
+  }
 
   // At the moment node t is computed, each earlier output falls in one of three groups:
   // `kNeeded` (t's inputs and output: in memory), `kLive` (a later node consumes it: in
@@ -171,7 +187,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
         for (int j : inputs[i])
           if (group[j] == kDead) ++sharers[j];
 
-    for (const double lambda : lambdas) {
+    for (const auto [lambda, mu] : weights) {
       // Each live output offers ways to free its bytes at a cost: page it (its bytes, the
       // transfers' energy) or recompute it later, which needs each dead input either kept
       // (its bytes back, shared among the live outputs it feeds) or re-created (its cost,
@@ -186,7 +202,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
         const double bytes = static_cast<double>(node.output_bytes);
         options.clear();
         if (page_j[i] < kNever) {
-          double cost_j = page_j[i];
+          double cost_j = page_j[i] + mu * idle_w * node.pageout_time_s;
           if (lambda < 1) {
             // Under kTotal the page-out runs in stages from i + 1 to t - 1 (a tensor being
             // paged out stays all stage), and the page-in in a stage from t + 1 to its last
@@ -208,7 +224,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
             const double share = 1.0 / sharers[j];
             const double input_bytes = static_cast<double>(graph.nodes[j].output_bytes) * share;
             p.bytes -= input_bytes;
-            extra.push_back({input_bytes, recreate_j(j, lambda) * share});
+            extra.push_back({input_bytes, recreate_j(j, lambda, mu) * share});
           }
           std::sort(extra.begin(), extra.end(), [](const Point& a, const Point& b) {
             return a.cost_j * b.bytes < b.cost_j * a.bytes;
@@ -227,7 +243,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
       std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {
         return a.cost_j * b.bytes < b.cost_j * a.bytes;
       });
-      double extra_j = 0;
+      double extra_j = -mu * idle_w * own_sum_s(1, t - 1);
       for (const Segment& seg : segments) {
         if (shortfall <= 0) break;
         const double take = std::min(shortfall, seg.bytes);

@@ -22,7 +22,9 @@ namespace ergon::planner {
 ///
 /// Under Objective::kTotal the stage model (POET's MILP, the greedy search) lets a page-in
 /// overlap only its own stage's computes and a page-out those of the stages it spans, and the
-/// bound charges idle power on what the nodes of a transfer's window cannot hide. A schedule replayed by the simulator overlaps transfers more
+/// bound charges idle power on what the nodes of a transfer's window cannot hide, and on
+/// what the page-outs of the outputs missing at a stage, queued on the one storage channel,
+/// take beyond the stages before it. A schedule replayed by the simulator overlaps transfers more
 /// freely: its bound is `stage_overlap = false`, which charges no transfer time at all.
 double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
                             Objective objective = Objective::kPoet, AllowedMoves allowed = {},
