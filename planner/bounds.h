@@ -24,8 +24,9 @@ namespace ergon::planner {
 /// overlap only its own stage's computes and a page-out those of the stages it spans, and the
 /// bound charges idle power on what the nodes of a transfer's window cannot hide, and on
 /// what the page-outs of the outputs missing at a stage, queued on the one storage channel,
-/// take beyond the stages before it. A schedule replayed by the simulator overlaps transfers more
-/// freely: its bound is `stage_overlap = false`, which charges no transfer time at all.
+/// take beyond the stages before it. A schedule replayed by the simulator overlaps
+/// transfers more freely: its bound is `stage_overlap = false`, which charges no transfer
+/// time at all.
 double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
                             Objective objective = Objective::kPoet, AllowedMoves allowed = {},
                             bool stage_overlap = true);

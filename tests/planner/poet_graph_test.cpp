@@ -124,7 +124,6 @@ TEST(BertTinyPi4, AHandWrittenScheduleWithChainedPageOutsReplaysAt2_88PercentAbo
   EXPECT_LE(bound_j, sim.total_energy_j);
 }
 
-
 // The MLP on the TX2's profile writes a 4 KiB tensor out in 2.44 ms, four forward layers'
 // time, so the tensors a backward stage lacks cannot all have been paged out behind the
 // forward pass: their page-outs queue on one channel. The bound charges that queue. Cut to
