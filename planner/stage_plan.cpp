@@ -606,10 +606,18 @@ class Greedy {
   /// first change that lowers the energy and still fits is kept, until none does or the
   /// time is up. Undo-and-repair escapes the greedy's early, myopic choices.
   void improve(State& s) const {
+    // Gaps are tried in turn, going on after a change from where it was found rather than
+    // from the first gap again: the gaps before it were tried a moment ago and most still
+    // cannot improve, so restarting spent the time limit re-trying them. The search ends
+    // after a whole round of the gaps without a change.
+    std::size_t next_gap = 0;
+    std::size_t unchanged = 0;  // gaps tried in a row without a change
     while (std::chrono::steady_clock::now() < stop_at_ && s.costs.energy_j > good_enough_j_) {
+      if (s.gaps.empty() || unchanged >= s.gaps.size()) return;
+      if (next_gap >= s.gaps.size()) next_gap = 0;
+      const Gap gap = s.gaps[next_gap];
       bool improved = false;
-      for (const Gap& gap : s.gaps) {
-        if (gap.used == kCarry) continue;
+      if (gap.used != kCarry) {
         for (Bridge alt : bridges_with_carry()) {
           if (alt == gap.used) continue;
           State next = with_choice(s, gap, alt);
@@ -622,9 +630,13 @@ class Greedy {
           }
           if (std::chrono::steady_clock::now() >= stop_at_) return;
         }
-        if (improved) break;
       }
-      if (!improved) return;
+      if (improved) {
+        unchanged = 0;  // the same position holds the next gap of the changed plan
+      } else {
+        ++unchanged;
+        ++next_gap;
+      }
     }
   }
 
