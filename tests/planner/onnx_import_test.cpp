@@ -359,6 +359,17 @@ TEST(OnnxImport, AModelWithoutAGraphOutputIsRefused) {
             std::string::npos);
 }
 
+// Found by fuzz_onnx_import under UBSan: int64 constant folding multiplied 256 by
+// 72057594037927937, a signed overflow. Such a product is not folded; the model imports or is
+// refused with an InputError, never with undefined behaviour. (The fuzz run copies it among
+// its seeds, so UBSan replays it there on every run.)
+TEST(OnnxImport, ShapeArithmeticBeyondInt64IsNotFolded) {
+  const fs::path path = onnx_dir() / "regressions" / "int64_overflow_in_folding.onnx";
+  ASSERT_TRUE(fs::exists(path));
+  const std::string message = import_error(path);
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
 TEST(OnnxImport, ABatchOutOfRangeIsRejected) {
   EXPECT_EQ(import_error(tiny_cnn(), -1), "batch must be between 1 and 65536, not -1");
   EXPECT_EQ(import_error(tiny_cnn(), 1 << 20), "batch must be between 1 and 65536, not 1048576");
