@@ -4,6 +4,8 @@
 // Run: build/tests/bench/bench_poet_model [--benchmark_filter=resnet18]
 // Counters: nodes, variables, binaries, rows, nonzeros, lp_solved (1 = optimal within the
 // limit), lp_bound_vs_one_pass_pct.
+// BM_MemoryBound: the time of the memory bound alone under the total objective (published
+// profile, 30 % of store-all's activations), with its bound_vs_one_pass_pct.
 
 #include <benchmark/benchmark.h>
 
@@ -47,6 +49,23 @@ void BM_PoetLp(benchmark::State& state, const std::string& model, planner::Objec
   state.counters["lp_bound_vs_one_pass_pct"] =
       lp.optimal ? 100 * (lp.objective - 1) : -1;  // the model's energy is in single passes
 }
+
+void BM_MemoryBound(benchmark::State& state, const std::string& model, const std::string& board_name) {
+  const auto board = *devices::find_board(board_name);
+  const auto graph =
+      planner::build_training_graph(planner::zoo_model(model, 1), app::BoardProfileCosts(board));
+  const uint64_t budget = graph.store_all_peak_bytes() * 3 / 10;
+  double bound_j = 0;
+  for (auto _ : state)
+    benchmark::DoNotOptimize(bound_j = planner::memory_lower_bound_j(graph, budget, planner::Objective::kTotal));
+  state.counters["nodes"] = graph.size();
+  state.counters["bound_vs_one_pass_pct"] = 100 * (bound_j / graph.single_pass_energy_j() - 1);
+}
+BENCHMARK_CAPTURE(BM_MemoryBound, mlp_tx2, std::string("mlp"), std::string("tx2"))->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryBound, bert_base_pi4, std::string("bert-base"), std::string("pi4"))
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_MemoryBound, resnet50_pi4, std::string("resnet50"), std::string("pi4"))
+    ->Unit(benchmark::kMillisecond);
 
 constexpr auto kPoet = planner::Objective::kPoet;
 #define ERGON_LP_BENCH(name, model)                                              \
