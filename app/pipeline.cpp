@@ -427,9 +427,10 @@ class Pipeline {
     if (args_.planner == "store-all")
       return fail(fmt::format("store-all needs {} B with {} micro-batch(es) in flight, over {}'s budget of {} B",
                               store_all_bytes, m, st.board, st.budget_bytes));
-    // Plan under what the stashes of the other micro-batches in flight leave. The stash is
-    // the schedule's own, so several shares are tried, from store-all's stash down to none,
-    // and the cheapest schedule that fits with its own stash is kept.
+    // Plan under what the stashes of the other micro-batches in flight leave. Several shares
+    // are tried, from store-all's stash down to an eighth; each is also the most the plan may
+    // stash itself (PlanRequest::stash_budget_bytes), and the cheapest schedule that fits
+    // with its own stash is kept.
     const uint64_t min_ws = graph.min_working_set_bytes();
     if (bound_only && extra + min_ws <= st.budget_bytes) {
       // Every schedule runs each node once at least and pages on top: store-all's times and
@@ -446,6 +447,7 @@ class Pipeline {
     for (const uint64_t stash : {sa.stash_bytes, sa.stash_bytes / 2, sa.stash_bytes / 4, sa.stash_bytes / 8,
                                  uint64_t{0}}) {
       if (extra + (m - 1) * stash >= st.budget_bytes) continue;
+      if (m > 1 && stash == 0) continue;  // the backward pass starts from what the forward kept
       const uint64_t activations = st.budget_bytes - extra - (m - 1) * stash;
       if (activations < min_ws || activations == tried_activations) continue;
       tried_activations = activations;
@@ -458,6 +460,8 @@ class Pipeline {
       req.objective = planner::Objective::kTotal;
       req.budget_bytes = activations;
       req.activations_only = true;
+      // Fits with its own stash (and m - 1 others' in flight) when its stash is at most the share.
+      if (m > 1) req.stash_budget_bytes = stash;
       req.deadline_s = std::numeric_limits<double>::infinity();
       req.relative_gap = kProfileGap;
       req.baseline_may_answer = false;  // a baseline's cheaper schedule may hold a larger stash

@@ -125,7 +125,9 @@ class PoetModel {
       }
       if (duration_[t] != kNone) x[duration_[t]] = costs.stage_time_s[t] * time_scale_;
     }
-    if (!representable || costs.deadline_time_s > req.deadline_s * (1 + 1e-9)) return std::nullopt;
+    if (!representable || costs.deadline_time_s > req.deadline_s * (1 + 1e-9) ||
+        costs.stash_bytes > req.stash_budget_bytes)
+      return std::nullopt;
     return x;
   }
 
@@ -233,6 +235,12 @@ class PoetModel {
               -kInf, 0);
           row({{ssd_[t + 1][i], 1}, {ssd_[t][i], -1}, {mout_[t][i], -1}}, -kInf, 0);
         }
+      }
+      // The stash: what the backward phase's first stage starts with in RAM.
+      if (t == late_from_ && req.stash_budget_bytes != std::numeric_limits<uint64_t>::max()) {
+        std::vector<std::pair<int, double>> terms;
+        for (int i = 0; i < t; ++i) terms.emplace_back(sram_[t][i], static_cast<double>(nodes[i].output_bytes) * mem_scale_);
+        row(terms, -kInf, static_cast<double>(req.stash_budget_bytes) * mem_scale_);
       }
       // Memory: U[t,0] = R[t,0] m_0 + sum_i S_RAM[t,i] m_i;
       // U[t,k+1] = U[t,k] + R[t,k+1] m_{k+1} - sum over edges into k (and k) of m_i Free.
@@ -366,13 +374,16 @@ class PoetModel {
   std::vector<std::vector<std::vector<std::pair<int, int>>>> free_;  // [t][k] -> (i, column)
 };
 
+/// The budget a request gives the greedy search: its stages' and its stash's.
+MemoryBudget memory_budget(const PlanRequest& req) { return {req.budget_bytes, req.stash_budget_bytes}; }
+
 }  // namespace
 
 PoetModelInfo build_poet_model(const TrainingGraph& graph, const PlanRequest& request) {
   const PlanRequest req = for_activations(graph, request);
   PoetModel poet(graph, req);
   PoetModelInfo info;
-  if (auto plan = greedy_stage_plan(graph, req.budget_bytes, req.deadline_s, req.allowed, 5,
+  if (auto plan = greedy_stage_plan(graph, memory_budget(req), req.deadline_s, req.allowed, 5,
                                     req.objective))
     info.warm_start = poet.assignment(*plan, req);
   info.model = std::move(poet.model());
@@ -388,6 +399,11 @@ uint64_t activation_budget_bytes(const TrainingGraph& graph, const PlanRequest& 
 PlanRequest for_activations(const TrainingGraph& graph, const PlanRequest& request) {
   PlanRequest req = request;
   req.budget_bytes = activation_budget_bytes(graph, request);
+  if (request.stash_budget_bytes != std::numeric_limits<uint64_t>::max()) {
+    PlanRequest stash = request;
+    stash.budget_bytes = request.stash_budget_bytes;
+    req.stash_budget_bytes = activation_budget_bytes(graph, stash);
+  }
   req.activations_only = true;
   return req;
 }
@@ -493,7 +509,7 @@ std::optional<StagePlan> contained_plan(const TrainingGraph& graph, const PlanRe
   const auto start = std::chrono::steady_clock::now();
   PlanRequest sub = req;
   sub.allowed = moves;
-  std::optional<StagePlan> plan = greedy_stage_plan(graph, req.budget_bytes, req.deadline_s, moves, limit_s / 4,
+  std::optional<StagePlan> plan = greedy_stage_plan(graph, memory_budget(req), req.deadline_s, moves, limit_s / 4,
                                                     req.objective, 0, limit_s / 2);
   PoetModel model(graph, sub);
   // CBC gets what the greedy search and the model's build left, less its usual overrun.
@@ -515,7 +531,9 @@ std::optional<StagePlan> contained_plan(const TrainingGraph& graph, const PlanRe
   }
   if (!plan) return std::nullopt;
   const StagePlanCosts costs = evaluate_stage_plan(graph, *plan, req.objective);
-  if (costs.peak_bytes > req.budget_bytes || costs.deadline_time_s > req.deadline_s * (1 + 1e-9)) return std::nullopt;
+  if (costs.peak_bytes > req.budget_bytes || costs.stash_bytes > req.stash_budget_bytes ||
+      costs.deadline_time_s > req.deadline_s * (1 + 1e-9))
+    return std::nullopt;
   return plan;
 }
 
@@ -524,7 +542,7 @@ std::optional<StagePlan> contained_plan(const TrainingGraph& graph, const PlanRe
 std::optional<uint64_t> smallest_greedy_budget(const TrainingGraph& graph,
                                                const PlanRequest& request) {
   auto found_at = [&](uint64_t budget) {
-    return greedy_stage_plan(graph, budget, request.deadline_s, request.allowed, 0,
+    return greedy_stage_plan(graph, MemoryBudget(budget, request.stash_budget_bytes), request.deadline_s, request.allowed, 0,
                              request.objective, 0, /*give_up_s=*/1.0)
         .has_value();
   };
@@ -573,7 +591,7 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   const double good_enough_j =
       req.relative_gap < 1 ? memory_bound_j / (1 - req.relative_gap) : memory_bound_j;
   std::optional<StagePlan> heuristic = greedy_stage_plan(
-      graph, req.budget_bytes, req.deadline_s, req.allowed,
+      graph, memory_budget(req), req.deadline_s, req.allowed,
       std::clamp(req.time_limit_s / 5, 0.2, 10.0), req.objective, good_enough_j,
       std::max(1.0, kGreedyGiveUpShare * req.time_limit_s - seconds_since(start)), seeds);
   if (heuristic) {
@@ -827,6 +845,10 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   std::optional<PlanResult> cheapest;
   for (PlanResult& b : baselines) {
     seeds.push_back(*b.schedule);
+    // The baselines do not see a stash budget: one that stashes more only seeds the search.
+    if (req.stash_budget_bytes != std::numeric_limits<uint64_t>::max() &&
+        simulate(graph, *b.schedule).stash_bytes > req.stash_budget_bytes)
+      continue;
     if (!cheapest || b.objective_j < cheapest->objective_j) cheapest = std::move(b);
   }
   // A baseline already proven within the gap by the memory bound is the answer.

@@ -19,6 +19,11 @@ struct PlanRequest {
   uint64_t budget_bytes = 0;
   /// Set by for_activations(): budget_bytes is activation memory whatever the objective.
   bool activations_only = false;
+  /// The most memory, counted as budget_bytes is, that the plan may still hold once the
+  /// forward pass is over (what it keeps for the backward pass, ScheduleReport::stash_bytes).
+  /// A pipeline stage sets it: each micro-batch in flight holds its own stash. No limit by
+  /// default.
+  uint64_t stash_budget_bytes = std::numeric_limits<uint64_t>::max();
   /// kPoet: compute time of the iteration (paging time not counted); kTotal: its makespan.
   double deadline_s = 0;
   double time_limit_s = 10;  ///< bounds the whole call, solver included

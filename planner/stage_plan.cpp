@@ -1,16 +1,21 @@
 #include "planner/stage_plan.h"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <chrono>
 #include <climits>
+#include <cstring>
 #include <queue>
+#include <utility>
 
 namespace ergon::planner {
 
-StagePlan::StagePlan(int nodes) : n(nodes) {
-  const std::vector<std::vector<char>> zero(n, std::vector<char>(n, 0));
-  compute = ram = ssd = page_in = page_out = page_in_late = zero;
+StagePlan::StagePlan(int nodes)
+    : n(nodes), compute(nodes), ram(nodes), ssd(nodes), page_in(nodes), page_out(nodes), page_in_late(nodes) {}
+
+void StagePlan::clear() {
+  for (StageGrid* grid : {&compute, &ram, &ssd, &page_in, &page_out, &page_in_late}) grid->clear();
 }
 
 std::string check_stage_plan(const TrainingGraph& graph, const StagePlan& p) {
@@ -62,6 +67,33 @@ bool frees_after(const StagePlan& p, const std::vector<std::vector<int>>& users,
 
 namespace {
 
+/// Calls f(i), in order, for each i in [0, len) where any of `rows` is set. Plans are sparse
+/// (a stage holds, computes and pages a few of the n nodes) and measured thousands of times
+/// a second, so rows are scanned eight flags at a time.
+template <std::size_t K, class F>
+void for_each_set(const char* const (&rows)[K], int len, F&& f) {
+  int i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t any = 0;
+    for (std::size_t r = 0; r < K; ++r) {
+      uint64_t word = 0;
+      std::memcpy(&word, rows[r] + i, sizeof word);
+      any |= word;
+    }
+    while (any != 0) {  // the word's bytes in memory order (little-endian: low bytes first)
+      const int byte = std::countr_zero(any) / 8;
+      f(i + byte);
+      any &= ~(uint64_t{0xff} << (8 * byte));
+    }
+  }
+  for (; i < len; ++i)
+    for (std::size_t r = 0; r < K; ++r)
+      if (rows[r][i]) {
+        f(i);
+        break;
+      }
+}
+
 StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vector<int>>& inputs,
                         const std::vector<std::vector<int>>& users, const StagePlan& p,
                         Objective objective) {
@@ -99,7 +131,7 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
       if (last == t) wait_until_s = std::max(wait_until_s, channel_free_s);  // page-ins
       return Transfer{node, last, from_s, channel_free_s};
     };
-    for (int i = 0; i < t; ++i) {
+    for_each_set({p.ram[t], p.page_in[t], p.page_in_late[t]}, t, [&](int i) {
       const auto& node = graph.nodes[i];
       if (p.ram[t][i] || (total && p.page_in[t][i])) u += static_cast<int64_t>(node.output_bytes);
       if (p.page_in[t][i]) {
@@ -114,30 +146,28 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
         c.energy_j += charge(node.pagein_energy_j, node.pagein_time_s);
         stage_late_s += node.pagein_time_s;
       }
-    }
+    });
     // Page-outs after the page-ins: those that end in this stage, then one that goes on
     // into the next (the model's rule; see StagePlan), so it takes what channel time the
     // stage has left.
     for (const bool going_on : {false, true}) {
-      for (int i = 0; i < t; ++i) {
+      for_each_set({p.page_out[t]}, t, [&](int i) {
         const auto& node = graph.nodes[i];
-        if (!p.page_out[t][i]) continue;
         if (!total) {
-          if (going_on) continue;
+          if (going_on) return;
           c.energy_j += charge(node.pageout_energy_j, node.pageout_time_s);
           stage_transfer_s += node.pageout_time_s;
         } else if (!p.page_out[t - 1][i]) {  // a span starts (i < t, so t >= 1)
           int last = t;
           while (last + 1 < n && p.page_out[last + 1][i]) ++last;
-          if ((last > t) != going_on) continue;
+          if ((last > t) != going_on) return;
           c.energy_j += charge(node.pageout_energy_j, node.pageout_time_s);
           under_way.push_back(issue(i, last, node.pageout_time_s));
         }
-      }
+      });
     }
     int64_t peak = u;
-    for (int k = 0; k <= t; ++k) {
-      if (!p.compute[t][k]) continue;
+    for_each_set({p.compute[t]}, t + 1, [&](int k) {
       const NodeCost cost = graph.compute_cost(k, t >= late_from);
       c.energy_j += charge(cost.energy_j, cost.time_s);
       stage_compute_s += cost.time_s;
@@ -148,7 +178,7 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
           u -= static_cast<int64_t>(graph.nodes[i].output_bytes);
       if (frees_after(p, users, t, k, k, objective))
         u -= static_cast<int64_t>(graph.nodes[k].output_bytes);
-    }
+    });
     c.compute_time_s += stage_compute_s;
     if (total) {
       // The stage lasts until its computes are done and the transfers it waits for; then
@@ -173,6 +203,8 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
     }
     c.makespan_s += c.stage_time_s[t];
     c.stage_peak_bytes[t] = static_cast<uint64_t>(peak);
+    if (t == late_from)
+      for_each_set({p.ram[t]}, t, [&](int i) { c.stash_bytes += graph.nodes[i].output_bytes; });
     c.peak_bytes = std::max(c.peak_bytes, c.stage_peak_bytes[t]);
   }
   if (total) c.energy_j += graph.idle_power_w * c.makespan_s;
@@ -252,7 +284,7 @@ namespace {
 /// kPageLate (Objective::kTotal): paged back in after the previous stage's computes, holding
 /// no memory there but not hidden behind them.
 enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute, kPageLate };
-using Choices = std::vector<std::vector<char>>;  // [stage][node]
+using Choices = StageGrid;  // [stage][node]
 
 /// Consecutive stages a page-out runs over, first to last.
 struct Span {
@@ -363,9 +395,9 @@ struct State {
 
 class Greedy {
  public:
-  Greedy(const TrainingGraph& g, uint64_t budget_bytes, double deadline_s, AllowedMoves allowed,
+  Greedy(const TrainingGraph& g, MemoryBudget budget, double deadline_s, AllowedMoves allowed,
          double search_time_s, Objective objective, double good_enough_j, double give_up_s)
-      : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget_bytes),
+      : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget.bytes), stash_budget_(budget.stash_bytes),
         deadline_(deadline_s), objective_(objective), good_enough_j_(good_enough_j),
         allowed_(allowed), late_from_(g.backward_phase_start()), stop_at_(after(search_time_s)),
         give_up_at_(after(give_up_s)) {
@@ -422,7 +454,7 @@ class Greedy {
   /// paged in for it, or carried. nullopt when first computes are out of node order or the
   /// schedule uses a move this search may not.
   std::optional<Choices> seed_choices(const Schedule& seed) const {
-    Choices c(n_, std::vector<char>(n_, kUnset));
+    Choices c(n_);  // kUnset
     std::vector<int> computed_in(n_, -1);  // the last stage that computed each node
     std::vector<char> paged_in(n_, 0);     // paged in since its last read
     // Where each node is first computed: in node order, or the seed is not in stage form.
@@ -471,7 +503,7 @@ class Greedy {
   /// The greedy's own start: everything carried, then repaired; or, when no single bridge
   /// helps, every tensor bridged and carried back where it fits. nullopt when neither fits.
   std::optional<State> start() const {
-    State s = measure(Choices(n_, std::vector<char>(n_, kUnset)));
+    State s = measure(Choices(n_));  // kUnset
     if (!fits_deadline(s)) return std::nullopt;
     if (!repair(s)) {
       // Stuck: no single bridge helps (deep recomputation chains need several at once).
@@ -481,7 +513,7 @@ class Greedy {
       // not fit where recomputing everything does.
       bool restarted = false;
       for (auto b = bridges_.rbegin(); b != bridges_.rend() && !restarted && !given_up(); ++b) {
-        Choices all(n_, std::vector<char>(n_, kUnset));
+        Choices all(n_);  // kUnset
         for (int j = 0; j < n_; ++j)
           for (int u : users_[j])
             if (u - j >= 2) all[u][j] = *b;
@@ -509,13 +541,15 @@ class Greedy {
   bool covers_excess(const State& s, const Gap& gap) const {
     for (int t = gap.from + 1; t < gap.to; ++t)
       if (s.costs.stage_peak_bytes[t] > budget_) return true;
-    return false;
+    return s.costs.stash_bytes > stash_budget_ && gap.from < late_from_ && late_from_ < gap.to;
   }
 
   State with_choice(const State& s, const Gap& gap, Bridge b) const {
-    Choices c = s.choices;
-    c[gap.to][gap.node] = b;
-    return measure(std::move(c));
+    State next = blank();
+    next.choices = s.choices;  // into the spare's tables: no allocation
+    next.choices[gap.to][gap.node] = b;
+    remeasure(next);
+    return next;
   }
 
   /// Bridges gaps until every stage fits: each time the one that costs the least energy per
@@ -553,15 +587,21 @@ class Greedy {
         if (given_up()) return false;
         State next = with_choice(s, s.gaps[c.gap], c.alt);
         const double relief = s.excess - next.excess;
-        if (relief <= 0 || !fits_deadline(next)) continue;
+        if (relief <= 0 || !fits_deadline(next)) {
+          recycle(std::move(next));
+          continue;
+        }
         const double score = (next.costs.energy_j - s.costs.energy_j) / relief;
         if (!best || score < best_score) {
           best_score = score;
+          if (best) recycle(std::move(*best));
           best = std::move(next);
+        } else {
+          recycle(std::move(next));
         }
       }
       if (!best) return false;
-      s = std::move(*best);
+      recycle(std::exchange(s, std::move(*best)));
     }
     return true;
   }
@@ -597,6 +637,8 @@ class Greedy {
       if (peak > budget_)
         relief_bytes += static_cast<double>(std::min<uint64_t>(peak - budget_, node.output_bytes));
     }
+    if (s.costs.stash_bytes > stash_budget_ && leaves_from <= late_from_ && late_from_ <= leaves_to)
+      relief_bytes += static_cast<double>(std::min<uint64_t>(s.costs.stash_bytes - stash_budget_, node.output_bytes));
     if (relief_bytes <= 0) return std::numeric_limits<double>::infinity();
     return cost_j / relief_bytes;
   }
@@ -621,13 +663,13 @@ class Greedy {
         for (Bridge alt : bridges_with_carry()) {
           if (alt == gap.used) continue;
           State next = with_choice(s, gap, alt);
-          if (!fits_deadline(next)) continue;
-          if (next.excess > 0 && (alt != kCarry || !repair(next))) continue;
-          if (next.costs.energy_j < s.costs.energy_j * (1 - 1e-12)) {
-            s = std::move(next);
+          if (fits_deadline(next) && (next.excess <= 0 || (alt == kCarry && repair(next))) &&
+              next.costs.energy_j < s.costs.energy_j * (1 - 1e-12)) {
+            recycle(std::exchange(s, std::move(next)));
             improved = true;
             break;
           }
+          recycle(std::move(next));
           if (std::chrono::steady_clock::now() >= stop_at_) return;
         }
       }
@@ -641,13 +683,43 @@ class Greedy {
   }
 
   State measure(Choices c) const {
-    State s;
-    s.plan = derive(c, s.gaps);
+    State s = blank();
     s.choices = std::move(c);
+    remeasure(s);
+    return s;
+  }
+
+  /// Derives and evaluates the plan of `s.choices` into `s`, reusing its tables.
+  void remeasure(State& s) const {
+    s.plan.clear();
+    derive(s.choices, s.plan, s.gaps);
     s.costs = evaluate(g_, inputs_, users_, s.plan, objective_);
+    s.excess = 0;
     for (uint64_t peak : s.costs.stage_peak_bytes)
       if (peak > budget_) s.excess += static_cast<double>(peak - budget_);
+    if (s.costs.stash_bytes > stash_budget_) s.excess += static_cast<double>(s.costs.stash_bytes - stash_budget_);
+  }
+
+  /// A state whose tables (a plan and the choices, seven n x n tables) are a spare's where
+  /// there is one: the local search measures thousands of states and drops most, and fresh
+  /// tables for each cost more in page faults than the measure itself (ResNet-50: half the
+  /// search's time was the kernel's).
+  State blank() const {
+    if (spare_.empty()) {
+      State s;
+      s.plan = StagePlan(n_);
+      s.choices = Choices(n_);
+      return s;
+    }
+    State s = std::move(spare_.back());
+    spare_.pop_back();
     return s;
+  }
+
+  /// Keeps a state no longer needed as a spare (a few at most).
+  void recycle(State&& s) const {
+    constexpr std::size_t kSpares = 4;
+    if (spare_.size() < kSpares && s.plan.n == n_) spare_.push_back(std::move(s));
   }
 
   /// The plan the choices describe. Each stage needs its node's inputs; a tensor not
@@ -656,8 +728,7 @@ class Greedy {
   /// recomputed in the stage, which needs its own inputs in turn. Unset choices carry what
   /// a stage's node reads directly; what only a recomputation reads is carried when it is
   /// carried to a later stage anyway, and recomputed otherwise.
-  StagePlan derive(const Choices& c, std::vector<Gap>& gaps) const {
-    StagePlan p(n_);
+  void derive(const Choices& c, StagePlan& p, std::vector<Gap>& gaps) const {
     gaps.clear();
     std::vector<int> carry_until(n_, -1);
     for (int j = 0; j < n_; ++j)
@@ -760,15 +831,13 @@ class Greedy {
         last[i] = t;
         gaps.push_back({i, a, t, kCarry});
       }
-      for (int i = 0; i <= t; ++i) {
-        if (!p.compute[t][i]) continue;
+      for_each_set({p.compute[t]}, t + 1, [&](int i) {
         last[i] = t;
         stage_s[t] += g_.compute_cost(i, t >= late_from_).time_s;
-      }
+      });
     }
     chain_page_outs(p, chain, channel, stage_s);
     obey_span_rules(p);
-    return p;
   }
 
   /// A page-out the `hidden_` derivation places after the page-ins: of `node`, in stages
@@ -816,23 +885,23 @@ class Greedy {
     for (int t = 0; t + 1 < n_; ++t) {
       int transfers = 0;
       bool late = false;
-      for (int i = 0; i < t; ++i) {
+      for_each_set({p.page_in[t], p.page_in_late[t], p.page_out[t]}, t, [&](int i) {
         transfers += p.page_in[t][i] + p.page_in_late[t][i] + p.page_out[t][i];
         late = late || p.page_in_late[t][i];
-      }
+      });
       bool one_goes_on = false;
       // Page-outs running through the stage first (they were under way before), then those
       // starting in it.
       for (const bool through : {true, false}) {
-        for (int i = 0; i < t; ++i) {
-          if (!p.page_out[t][i] || !p.page_out[t + 1][i]) continue;
-          if ((t > 0 && p.page_out[t - 1][i]) != through) continue;
+        for_each_set({p.page_out[t]}, t, [&](int i) {
+          if (!p.page_out[t + 1][i]) return;
+          if ((t > 0 && p.page_out[t - 1][i]) != through) return;
           if (late || one_goes_on || (through && transfers > 1)) {
             end_here(t, i);
           } else {
             one_goes_on = true;
           }
-        }
+        });
       }
     }
   }
@@ -847,6 +916,7 @@ class Greedy {
   int n_;
   std::vector<std::vector<int>> inputs_, users_;
   uint64_t budget_;
+  uint64_t stash_budget_;  ///< what stage late_from_ may hold as it starts
   double deadline_;
   Objective objective_;
   double good_enough_j_;  ///< local search stops at or below this energy
@@ -858,17 +928,18 @@ class Greedy {
   /// earliest span that hides it, even where that holds the tensor longer (see derive()).
   bool hidden_ = false;
   std::chrono::steady_clock::time_point give_up_at_;  ///< when finding any plan gives up
+  mutable std::vector<State> spare_;  ///< states to measure into (see blank())
 };
 
 }  // namespace
 
-std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
+std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, MemoryBudget budget,
                                            double deadline_s, AllowedMoves allowed,
                                            double search_time_s, Objective objective,
                                            double good_enough_j, double give_up_s,
                                            const std::vector<Schedule>& seeds) {
   if (graph.size() == 0) return std::nullopt;
-  std::optional<StagePlan> plan = Greedy(graph, budget_bytes, deadline_s, allowed, search_time_s,
+  std::optional<StagePlan> plan = Greedy(graph, budget, deadline_s, allowed, search_time_s,
                                          objective, good_enough_j, give_up_s)
                                        .run(seeds);
   assert(!plan || check_stage_plan(graph, *plan).empty());

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -27,10 +28,30 @@ namespace ergon::planner {
 /// solver a warm start it can check row by row. `page_in_late[t]` (Objective::kTotal only)
 /// marks page-ins issued after stage t's last compute and drops: they take no memory in
 /// stage t but do not overlap its computes.
+/// An n x n table of flags in one block, read and written as grid[row][column]. Plans are
+/// measured thousands of times a second by the greedy search: one allocation per table, not
+/// one per row, and rows it can scan a word at a time.
+class StageGrid {
+ public:
+  StageGrid() = default;
+  explicit StageGrid(int n) : n_(n), cells_(static_cast<std::size_t>(n) * n, 0) {}
+  [[nodiscard]] char* operator[](int row) { return cells_.data() + static_cast<std::size_t>(row) * n_; }
+  [[nodiscard]] const char* operator[](int row) const {
+    return cells_.data() + static_cast<std::size_t>(row) * n_;
+  }
+  void clear() { std::fill(cells_.begin(), cells_.end(), 0); }
+
+ private:
+  int n_ = 0;
+  std::vector<char> cells_;
+};
+
 struct StagePlan {
   explicit StagePlan(int nodes);
   int n = 0;
-  std::vector<std::vector<char>> compute, ram, ssd, page_in, page_out, page_in_late;
+  /// Every flag unset (the tables keep their memory).
+  void clear();
+  StageGrid compute, ram, ssd, page_in, page_out, page_in_late;
 };
 
 /// Which ways of saving memory a planner may use: POET uses both; Checkmate-style planning
@@ -53,6 +74,9 @@ struct StagePlanCosts {
   /// under kTotal from the stage that pages it in, and an output paged out stays all stage.
   uint64_t peak_bytes = 0;
   std::vector<uint64_t> stage_peak_bytes;
+  /// What is in RAM as the backward phase's first stage starts (graph.backward_phase_start()):
+  /// the outputs the forward pass keeps for it, ScheduleReport::stash_bytes.
+  uint64_t stash_bytes = 0;
   /// Each stage's share of makespan_s: max(compute, transfers) + late page-ins.
   std::vector<double> stage_time_s;
   /// kTotal: how long each page-out uses the storage channel in each stage of its span.
@@ -103,7 +127,16 @@ Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan,
 /// (seed_choices), repaired where the stage form does not fit, and the cheapest start that
 /// fits is the one searched locally. A seed whose first computes are not in node order, or
 /// that uses a move `allowed` forbids, is skipped.
-std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, uint64_t budget_bytes,
+/// Memory a plan may use: `bytes` in every stage, and `stash_bytes` held as the backward phase
+/// starts (StagePlanCosts::stash_bytes). A bare byte count limits the stages alone.
+struct MemoryBudget {
+  MemoryBudget(uint64_t all_bytes) : bytes(all_bytes) {}  // NOLINT: a byte count is a budget
+  MemoryBudget(uint64_t all_bytes, uint64_t stash) : bytes(all_bytes), stash_bytes(stash) {}
+  uint64_t bytes;
+  uint64_t stash_bytes = std::numeric_limits<uint64_t>::max();
+};
+
+std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, MemoryBudget budget,
                                            double deadline_s, AllowedMoves allowed = {},
                                            double search_time_s = 5,
                                            Objective objective = Objective::kPoet,

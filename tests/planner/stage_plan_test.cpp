@@ -111,6 +111,28 @@ TEST(GreedyStagePlan, KeepsToTheDeadline) {
   EXPECT_GT(sim.page_outs, 0);
 }
 
+// A pipeline stage holds a stash for each micro-batch in flight, so what a plan keeps for its
+// backward pass has a budget of its own, below what the stages may use.
+TEST(GreedyStagePlan, KeepsWhatItStashesForTheBackwardPassWithinTheStashBudget) {
+  for (const char* model : {"mlp", "resnet18-cifar"}) {
+    SCOPED_TRACE(model);
+    const auto g = build_training_graph(zoo_model(model, 1), LinearCosts());
+    const uint64_t budget = g.store_all_peak_bytes() * 7 / 10;
+    const auto unlimited = greedy_stage_plan(g, budget, 1e9);
+    ASSERT_TRUE(unlimited);
+    const uint64_t stash_bytes = simulate(g, to_schedule(g, *unlimited)).stash_bytes;
+    ASSERT_GT(stash_bytes, 0U);
+    const uint64_t stash_budget = stash_bytes / 2;
+    const auto plan = greedy_stage_plan(g, MemoryBudget(budget, stash_budget), 1e9);
+    ASSERT_TRUE(plan);
+    expect_plan_holds(g, *plan, budget);
+    const ScheduleReport sim = simulate(g, to_schedule(g, *plan));
+    EXPECT_LE(sim.stash_bytes, stash_budget);
+    EXPECT_LE(sim.stash_bytes, evaluate_stage_plan(g, *plan).stash_bytes) << "the claim is an upper bound";
+    EXPECT_GE(evaluate_stage_plan(g, *plan).energy_j, evaluate_stage_plan(g, *unlimited).energy_j * (1 - 1e-12));
+  }
+}
+
 TEST(GreedyStagePlan, ZooPlansHoldUpInTheSimulatorAtFallingBudgets) {
   for (const char* model : {"mlp", "bert-tiny", "resnet18-cifar", "vgg16-cifar"}) {
     const auto g = build_training_graph(zoo_model(model, 1), LinearCosts());
