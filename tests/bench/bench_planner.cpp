@@ -16,6 +16,11 @@
 //
 //   build/tests/bench/bench_planner --benchmark_filter=greedy/
 //
+// The same with its local search run until a whole round changes nothing (search/...), on the
+// graphs whose 30 % plans it decides:
+//
+//   build/tests/bench/bench_planner --benchmark_filter=search/
+//
 // Counters: nodes, energy_vs_one_pass_pct (-1: no plan), gap_pct against the memory bound.
 //
 // The time limit is 60 s (ERGON_BENCH_TIME_LIMIT overrides), the gap asked the default
@@ -37,6 +42,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -124,6 +130,23 @@ void BM_Greedy(benchmark::State& state, app::PlanArgs args) {
   state.counters["gap_pct"] = plan ? 100 * (1 - bound_j / energy_j) : -1;
 }
 
+// The greedy search with its local search run to the end (no time limit): how fast plans are
+// measured decides how far the local search gets within `ergon plan`'s limit.
+void BM_LocalSearch(benchmark::State& state, app::PlanArgs args) {
+  const planner::TrainingGraph graph = app::load_graph(args);
+  const planner::PlanRequest req = planner::for_activations(graph, app::make_request(args, graph));
+  std::optional<planner::StagePlan> plan;
+  for (auto _ : state)
+    plan = planner::greedy_stage_plan(graph, req.budget_bytes, req.deadline_s, req.allowed,
+                                      std::numeric_limits<double>::infinity(), req.objective);
+  const double one_pass_j = graph.single_pass_energy_j();
+  const double bound_j = planner::memory_lower_bound_j(graph, req.budget_bytes, req.objective, req.allowed);
+  const double energy_j = plan ? planner::evaluate_stage_plan(graph, *plan, req.objective).energy_j : -1;
+  state.counters["nodes"] = graph.size();
+  state.counters["energy_vs_one_pass_pct"] = plan ? 100 * (energy_j / one_pass_j - 1) : -1;
+  state.counters["gap_pct"] = plan ? 100 * (1 - bound_j / energy_j) : -1;
+}
+
 void add(const std::string& name, const app::PlanArgs& args) {
   benchmark::RegisterBenchmark(name.c_str(), BM_Plan, args)
       ->Iterations(1)
@@ -174,6 +197,16 @@ const bool registered = [] {
     a.board = board;
     a.budget = "50%";
     benchmark::RegisterBenchmark((std::string("greedy/") + board + "/total/" + name + "/50").c_str(), BM_Greedy, a)
+        ->Iterations(1)
+        ->Unit(benchmark::kSecond)
+        ->UseRealTime();
+  }
+  for (const char* name : {"resnet18-cifar", "resnet50"}) {
+    app::PlanArgs a;
+    a.model = name;
+    a.board = "pi4";
+    a.budget = "30%";
+    benchmark::RegisterBenchmark((std::string("search/pi4/total/") + name + "/30").c_str(), BM_LocalSearch, a)
         ->Iterations(1)
         ->Unit(benchmark::kSecond)
         ->UseRealTime();
