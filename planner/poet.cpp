@@ -239,7 +239,8 @@ class PoetModel {
       // The stash: what the backward phase's first stage starts with in RAM.
       if (t == late_from_ && req.stash_budget_bytes != std::numeric_limits<uint64_t>::max()) {
         std::vector<std::pair<int, double>> terms;
-        for (int i = 0; i < t; ++i) terms.emplace_back(sram_[t][i], static_cast<double>(nodes[i].output_bytes) * mem_scale_);
+        for (int i = 0; i < t; ++i)
+          terms.emplace_back(sram_[t][i], static_cast<double>(nodes[i].output_bytes) * mem_scale_);
         row(terms, -kInf, static_cast<double>(req.stash_budget_bytes) * mem_scale_);
       }
       // Memory: U[t,0] = R[t,0] m_0 + sum_i S_RAM[t,i] m_i;
@@ -542,8 +543,8 @@ std::optional<StagePlan> contained_plan(const TrainingGraph& graph, const PlanRe
 std::optional<uint64_t> smallest_greedy_budget(const TrainingGraph& graph,
                                                const PlanRequest& request) {
   auto found_at = [&](uint64_t budget) {
-    return greedy_stage_plan(graph, MemoryBudget(budget, request.stash_budget_bytes), request.deadline_s, request.allowed, 0,
-                             request.objective, 0, /*give_up_s=*/1.0)
+    return greedy_stage_plan(graph, MemoryBudget(budget, request.stash_budget_bytes), request.deadline_s,
+                             request.allowed, 0, request.objective, 0, /*give_up_s=*/1.0)
         .has_value();
   };
   uint64_t lo = request.budget_bytes;  // nothing found here

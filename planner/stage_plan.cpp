@@ -70,6 +70,8 @@ namespace {
 /// Calls f(i), in order, for each i in [0, len) where any of `rows` is set. Plans are sparse
 /// (a stage holds, computes and pages a few of the n nodes) and measured thousands of times
 /// a second, so rows are scanned eight flags at a time.
+static_assert(std::endian::native == std::endian::little, "for_each_set reads rows as little-endian words");
+
 template <std::size_t K, class F>
 void for_each_set(const char* const (&rows)[K], int len, F&& f) {
   int i = 0;
@@ -397,8 +399,8 @@ class Greedy {
  public:
   Greedy(const TrainingGraph& g, MemoryBudget budget, double deadline_s, AllowedMoves allowed,
          double search_time_s, Objective objective, double good_enough_j, double give_up_s)
-      : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget.bytes), stash_budget_(budget.stash_bytes),
-        deadline_(deadline_s), objective_(objective), good_enough_j_(good_enough_j),
+      : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget.bytes),
+        stash_budget_(budget.stash_bytes), deadline_(deadline_s), objective_(objective), good_enough_j_(good_enough_j),
         allowed_(allowed), late_from_(g.backward_phase_start()), stop_at_(after(search_time_s)),
         give_up_at_(after(give_up_s)) {
     if (allowed.recompute) bridges_.push_back(kRecompute);

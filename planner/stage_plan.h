@@ -12,22 +12,6 @@
 
 namespace ergon::planner {
 
-/// A schedule in the POET model's stage form (DESIGN.md, Planner). Stage t computes the nodes
-/// marked in `compute[t]` in ascending order, the last one being t; `ram[t]` and `ssd[t]`
-/// mark the outputs in RAM and on storage at the start of stage t; `page_in[t]` and
-/// `page_out[t]` the transfers during stage t. Matrices are indexed [stage][node].
-/// Under Objective::kTotal a page-out may span consecutive stages (`page_out` set in each,
-/// the tensor in RAM in each): its transfer time is spread over them, so a transfer longer
-/// than any one node's compute can still hide behind several. One storage channel carries
-/// the transfers in the order to_schedule issues them, and three rules keep a stage from
-/// waiting longer than the model says: at most one page-out goes on from a stage into the
-/// next, issued last in it; a stage a page-out runs through (from the stage before to the
-/// stage after) carries no other transfer; a stage a page-out goes on from has no late
-/// page-in. So page-outs chain: one ends in a stage, the next starts there.
-/// The POET MILP's binaries describe exactly this, so a heuristic that builds one gives the
-/// solver a warm start it can check row by row. `page_in_late[t]` (Objective::kTotal only)
-/// marks page-ins issued after stage t's last compute and drops: they take no memory in
-/// stage t but do not overlap its computes.
 /// An n x n table of flags in one block, read and written as grid[row][column]. Plans are
 /// measured thousands of times a second by the greedy search: one allocation per table, not
 /// one per row, and rows it can scan a word at a time.
@@ -46,6 +30,22 @@ class StageGrid {
   std::vector<char> cells_;
 };
 
+/// A schedule in the POET model's stage form (DESIGN.md, Planner). Stage t computes the nodes
+/// marked in `compute[t]` in ascending order, the last one being t; `ram[t]` and `ssd[t]`
+/// mark the outputs in RAM and on storage at the start of stage t; `page_in[t]` and
+/// `page_out[t]` the transfers during stage t. Matrices are indexed [stage][node].
+/// Under Objective::kTotal a page-out may span consecutive stages (`page_out` set in each,
+/// the tensor in RAM in each): its transfer time is spread over them, so a transfer longer
+/// than any one node's compute can still hide behind several. One storage channel carries
+/// the transfers in the order to_schedule issues them, and three rules keep a stage from
+/// waiting longer than the model says: at most one page-out goes on from a stage into the
+/// next, issued last in it; a stage a page-out runs through (from the stage before to the
+/// stage after) carries no other transfer; a stage a page-out goes on from has no late
+/// page-in. So page-outs chain: one ends in a stage, the next starts there.
+/// The POET MILP's binaries describe exactly this, so a heuristic that builds one gives the
+/// solver a warm start it can check row by row. `page_in_late[t]` (Objective::kTotal only)
+/// marks page-ins issued after stage t's last compute and drops: they take no memory in
+/// stage t but do not overlap its computes.
 struct StagePlan {
   explicit StagePlan(int nodes);
   int n = 0;
@@ -111,22 +111,6 @@ bool frees_after(const StagePlan& plan, const std::vector<std::vector<int>>& use
 Schedule to_schedule(const TrainingGraph& graph, const StagePlan& plan,
                      Objective objective = Objective::kPoet);
 
-/// A fast heuristic for POET's problem: starting from store-all, repeatedly bridges the
-/// stretch of some tensor's residency that is cheapest to give up per byte over the budget,
-/// either by recomputing it where it is needed (with whatever it needs that is not resident)
-/// or by paging it out and back in, until every stage fits `budget_bytes`; then undoes each
-/// change that is no longer needed, and searches locally (each change swapped for another,
-/// or undone and the excess repaired) for up to `search_time_s`, or until the plan's energy
-/// is at most `good_enough_j`. Measures plans as `objective` does, deadline included.
-/// nullopt when it finds no plan, which does not prove that none exists, and when finding
-/// one would take longer than `give_up_s` (each candidate bridge measured re-derives the
-/// whole plan; past 160 nodes they are measured lazily, the most promising first).
-///
-/// `seeds` (other planners' schedules, e.g. the baselines POET contains) are further starts:
-/// each is read as which tensors it recomputes, pages or keeps where a stage needs them
-/// (seed_choices), repaired where the stage form does not fit, and the cheapest start that
-/// fits is the one searched locally. A seed whose first computes are not in node order, or
-/// that uses a move `allowed` forbids, is skipped.
 /// Memory a plan may use: `bytes` in every stage, and `stash_bytes` held as the backward phase
 /// starts (StagePlanCosts::stash_bytes). A bare byte count limits the stages alone.
 struct MemoryBudget {
@@ -136,6 +120,23 @@ struct MemoryBudget {
   uint64_t stash_bytes = std::numeric_limits<uint64_t>::max();
 };
 
+/// A fast heuristic for POET's problem: starting from store-all, repeatedly bridges the
+/// stretch of some tensor's residency that is cheapest to give up per byte over the budget,
+/// either by recomputing it where it is needed (with whatever it needs that is not resident)
+/// or by paging it out and back in, until every stage fits `budget` (and the stash its
+/// own); then undoes each change that is no longer needed, and searches locally (each change
+/// swapped for another, or undone and the excess repaired) for up to `search_time_s`, or
+/// until the plan's energy is at most `good_enough_j`. Measures plans as `objective` does,
+/// deadline included.
+/// nullopt when it finds no plan, which does not prove that none exists, and when finding
+/// one would take longer than `give_up_s` (each candidate bridge measured re-derives the
+/// whole plan; past 160 nodes they are measured lazily, the most promising first).
+///
+/// `seeds` (other planners' schedules, e.g. the baselines POET contains) are further starts:
+/// each is read as which tensors it recomputes, pages or keeps where a stage needs them
+/// (seed_choices), repaired where the stage form does not fit, and the cheapest start that
+/// fits is the one searched locally. A seed whose first computes are not in node order, or
+/// that uses a move `allowed` forbids, is skipped.
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, MemoryBudget budget,
                                            double deadline_s, AllowedMoves allowed = {},
                                            double search_time_s = 5,
