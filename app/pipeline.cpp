@@ -447,7 +447,6 @@ class Pipeline {
     for (const uint64_t stash : {sa.stash_bytes, sa.stash_bytes / 2, sa.stash_bytes / 4, sa.stash_bytes / 8,
                                  uint64_t{0}}) {
       if (extra + (m - 1) * stash >= st.budget_bytes) continue;
-      if (m > 1 && stash == 0) continue;  // the backward pass starts from what the forward kept
       const uint64_t activations = st.budget_bytes - extra - (m - 1) * stash;
       if (activations < min_ws || activations == tried_activations) continue;
       tried_activations = activations;
@@ -460,8 +459,9 @@ class Pipeline {
       req.objective = planner::Objective::kTotal;
       req.budget_bytes = activations;
       req.activations_only = true;
-      // Fits with its own stash (and m - 1 others' in flight) when its stash is at most the share.
-      if (m > 1) req.stash_budget_bytes = stash;
+      // Fits with its own stash (and m - 1 others' in flight) when its stash is at most the
+      // share. The last share (none) plans under the whole room, its stash left to fits().
+      if (m > 1 && stash > 0) req.stash_budget_bytes = stash;
       req.deadline_s = std::numeric_limits<double>::infinity();
       req.relative_gap = kProfileGap;
       req.baseline_may_answer = false;  // a baseline's cheaper schedule may hold a larger stash

@@ -570,6 +570,9 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   // From here on the budget is what activations may use; messages speak of the user's.
   const PlanRequest req = for_activations(graph, request);
   const uint64_t user_budget_bytes = request.budget_bytes;
+  const std::string stash_words = request.stash_budget_bytes == std::numeric_limits<uint64_t>::max()
+                                      ? ""
+                                      : ", a stash of " + format_bytes(request.stash_budget_bytes);
   // The greedy plan often proves itself against the memory bound (one pass plus the
   // cheapest way to make up the worst shortfall, planner/bounds.h): then no solver is
   // needed (store-all, whenever it fits, is exactly optimal). Otherwise it is the solver's
@@ -709,7 +712,7 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   if (lp.infeasible) {
     result.status = ModelStatus::kInfeasible;
     result.schedule.reset();
-    result.why = "no schedule fits a budget of " + format_bytes(user_budget_bytes) +
+    result.why = "no schedule fits a budget of " + format_bytes(user_budget_bytes) + stash_words +
                  " and the deadline together (even fractionally); loosen either";
     result.solve_time_s = seconds_since(start);
     return result;
@@ -781,7 +784,7 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
     result.status = solved.model;
     result.bound_j = std::max(solved.bound / scale, bound_j);
     if (solved.model == ModelStatus::kInfeasible) {
-      result.why = "no schedule fits a budget of " + format_bytes(user_budget_bytes) +
+      result.why = "no schedule fits a budget of " + format_bytes(user_budget_bytes) + stash_words +
                    " and the deadline together; loosen either";
     } else if (solved.solve_time_s >= options.time_limit_s) {
       result.why = "the time limit (" + std::to_string(static_cast<int>(req.time_limit_s)) +

@@ -414,30 +414,52 @@ class Greedy {
   /// instead of recompute (3.55 % to 1.65 % gap at 50 %), and what costs ResNet-18 CIFAR at
   /// 30 % the memory it needs (9.6 % to 13.6 %). The second search runs only where the first
   /// took under a tenth of the time to give up, its local search in what time is left.
+  /// Each search's second start (see search()) is searched only after both searches' first.
   std::optional<StagePlan> run(const std::vector<Schedule>& seeds) {
     const bool both = objective_ == Objective::kTotal && allowed_.paging;
     const auto now = std::chrono::steady_clock::now();
-    std::optional<State> best = search(seeds);
+    Searched plain = search(seeds);
     const auto first_took = std::chrono::steady_clock::now() - now;
+    std::optional<Searched> hidden;
     if (both && (give_up_at_ == std::chrono::steady_clock::time_point::max() ||
                  first_took * 10 < give_up_at_ - now)) {
       hidden_ = true;
-      std::optional<State> other = search(seeds);
+      hidden = search(seeds);
       hidden_ = false;
-      if (other && (!best || other->costs.energy_j < best->costs.energy_j)) best = std::move(other);
     }
+    // The second starts, each with its own way of placing page-outs, in the time left.
+    auto search_second = [&](Searched& r, bool hidden_page_outs) {
+      if (!r.second || std::chrono::steady_clock::now() >= stop_at_ ||
+          (r.best && r.best->costs.energy_j <= good_enough_j_))
+        return;
+      hidden_ = hidden_page_outs;
+      improve(*r.second);
+      hidden_ = false;
+      if (!r.best || r.second->costs.energy_j < r.best->costs.energy_j) r.best = std::move(r.second);
+    };
+    search_second(plain, false);
+    if (hidden) search_second(*hidden, true);
+    std::optional<State> best = std::move(plain.best);
+    if (hidden && hidden->best && (!best || hidden->best->costs.energy_j < best->costs.energy_j))
+      best = std::move(hidden->best);
     if (!best) return std::nullopt;
     return std::move(best->plan);
   }
 
  private:
-  /// The greedy start, and each seed's, repaired to fit. The cheapest seed's and the greedy's
-  /// own are searched locally, the cheaper start first and the other in what time it leaves,
-  /// and the cheaper result stands: the cheapest start does not always lead to the cheapest
-  /// plan (ResNet-50 on the nRF52840 at 30 %: +7.3 % over one pass from a baseline's start,
-  /// +5.8 % from the greedy's own; docs/performance.md). Where the first search uses all
-  /// the time, the answer is what it was with one start.
-  std::optional<State> search(const std::vector<Schedule>& seeds) const {
+  /// A search's outcome: its cheaper start searched locally, and the other start, not yet.
+  struct Searched {
+    std::optional<State> best;
+    std::optional<State> second;
+  };
+
+  /// The greedy start, and each seed's, repaired to fit. Of the cheapest seed's and the
+  /// greedy's own, the cheaper is searched locally; run() searches the other in what time is
+  /// left, and the cheaper result stands: the cheapest start does not always lead to the
+  /// cheapest plan (ResNet-50 on the nRF52840 at 30 %: +7.3 % over one pass from a
+  /// baseline's start, +5.8 % from the greedy's own; docs/performance.md). Where the first
+  /// start uses all the time, the answer is what it was with one start.
+  Searched search(const std::vector<Schedule>& seeds) const {
     std::optional<State> best;
     auto consider = [&](std::optional<State> s) {
       if (s && (!best || s->costs.energy_j < best->costs.energy_j)) best = std::move(s);
@@ -457,13 +479,12 @@ class Greedy {
       starts.push_back(std::move(*own));
     std::stable_sort(starts.begin(), starts.end(),
                      [](const State& a, const State& b) { return a.costs.energy_j < b.costs.energy_j; });
-    best.reset();
-    for (State& s : starts) {
-      if (best && (best->costs.energy_j <= good_enough_j_ || std::chrono::steady_clock::now() >= stop_at_)) break;
-      improve(s);
-      consider(std::move(s));
-    }
-    return best;
+    Searched r;
+    if (starts.empty()) return r;
+    improve(starts[0]);
+    r.best = std::move(starts[0]);
+    if (starts.size() > 1) r.second = std::move(starts[1]);
+    return r;
   }
 
   /// A schedule as choices: for each compute, stage by stage (a stage ends with the first
@@ -558,7 +579,8 @@ class Greedy {
   bool covers_excess(const State& s, const Gap& gap) const {
     for (int t = gap.from + 1; t < gap.to; ++t)
       if (s.costs.stage_peak_bytes[t] > budget_) return true;
-    return s.costs.stash_bytes > stash_budget_ && gap.from < late_from_ && late_from_ < gap.to;
+    // A recomputation in stage `to` frees the tensor there too.
+    return s.costs.stash_bytes > stash_budget_ && gap.from < late_from_ && late_from_ <= gap.to;
   }
 
   State with_choice(const State& s, const Gap& gap, Bridge b) const {
@@ -654,7 +676,8 @@ class Greedy {
       if (peak > budget_)
         relief_bytes += static_cast<double>(std::min<uint64_t>(peak - budget_, node.output_bytes));
     }
-    if (s.costs.stash_bytes > stash_budget_ && leaves_from <= late_from_ && late_from_ <= leaves_to)
+    if (s.costs.stash_bytes > stash_budget_ && leaves_from <= late_from_ &&
+        late_from_ <= (b == kRecompute ? gap.to : leaves_to))
       relief_bytes += static_cast<double>(std::min<uint64_t>(s.costs.stash_bytes - stash_budget_, node.output_bytes));
     if (relief_bytes <= 0) return std::numeric_limits<double>::infinity();
     return cost_j / relief_bytes;

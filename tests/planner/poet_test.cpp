@@ -56,7 +56,8 @@ TEST(PoetMilp, UnlimitedBudgetGivesStoreAll) {
 }
 
 // The stash budget is a row of the MILP, not only a rule of the greedy search: whatever finds
-// the plan (greedy, contained models, branch and bound), the schedule keeps it.
+// the plan (greedy, contained models, branch and bound), the schedule keeps it. (Without the
+// row, branch and bound finds a plan over the stash budget on one of these graphs.)
 TEST(PoetMilp, KeepsWhatItStashesForTheBackwardPassWithinTheStashBudget) {
   auto solver = make_cbc_solver();
   int binding = 0;
@@ -73,7 +74,7 @@ TEST(PoetMilp, KeepsWhatItStashesForTheBackwardPassWithinTheStashBudget) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     expect_claims_hold(g, r, req);
     EXPECT_LE(simulate(g, *r.schedule).stash_bytes, req.stash_budget_bytes);
-    EXPECT_GE(r.objective_j, unlimited.objective_j * (1 - 1e-9));
+    EXPECT_GE(r.objective_j, unlimited.objective_j * (1 - req.relative_gap));
     binding += r.objective_j > unlimited.objective_j * (1 + 1e-9) ? 1 : 0;
   }
   EXPECT_GT(binding, 0) << "no stash budget changed a plan: the test proves nothing";

@@ -129,7 +129,6 @@ TEST(GreedyStagePlan, KeepsWhatItStashesForTheBackwardPassWithinTheStashBudget) 
     const ScheduleReport sim = simulate(g, to_schedule(g, *plan));
     EXPECT_LE(sim.stash_bytes, stash_budget);
     EXPECT_LE(sim.stash_bytes, evaluate_stage_plan(g, *plan).stash_bytes) << "the claim is an upper bound";
-    EXPECT_GE(evaluate_stage_plan(g, *plan).energy_j, evaluate_stage_plan(g, *unlimited).energy_j * (1 - 1e-12));
   }
 }
 
