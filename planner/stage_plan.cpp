@@ -460,21 +460,19 @@ class Greedy {
   /// baseline's start, +5.8 % from the greedy's own; docs/performance.md). Where the first
   /// start uses all the time, the answer is what it was with one start.
   Searched search(const std::vector<Schedule>& seeds) const {
-    std::optional<State> best;
-    auto consider = [&](std::optional<State> s) {
-      if (s && (!best || s->costs.energy_j < best->costs.energy_j)) best = std::move(s);
-    };
     // Seeds first: one measure each where they fit, so a large graph whose own greedy start
     // gives up still gets a plan to search from.
+    std::optional<State> cheapest_seed;
     for (const Schedule& seed : seeds) {
       if (given_up()) break;
       std::optional<Choices> c = seed_choices(seed);
       if (!c) continue;
       State s = measure(std::move(*c));
-      if (fits_deadline(s) && repair(s)) consider(std::move(s));
+      if (fits_deadline(s) && repair(s) && (!cheapest_seed || s.costs.energy_j < cheapest_seed->costs.energy_j))
+        cheapest_seed = std::move(s);
     }
     std::vector<State> starts;
-    if (best) starts.push_back(std::move(*best));
+    if (cheapest_seed) starts.push_back(std::move(*cheapest_seed));
     if (std::optional<State> own = start())
       starts.push_back(std::move(*own));
     std::stable_sort(starts.begin(), starts.end(),
@@ -759,7 +757,7 @@ class Greedy {
   /// Keeps a state no longer needed as a spare (a few at most).
   void recycle(State&& s) const {
     constexpr std::size_t kSpares = 4;
-    if (spare_.size() < kSpares && s.plan.n == n_) spare_.push_back(std::move(s));
+    if (spare_.size() < kSpares) spare_.push_back(std::move(s));
   }
 
   /// The plan the choices describe. Each stage needs its node's inputs; a tensor not
