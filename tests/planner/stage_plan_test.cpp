@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
+#include <string>
 
 #include "brute_force.h"
 #include "planner/baselines.h"
 #include "planner/graph.h"
+#include "planner/onnx_import.h"
 #include "planner/schedule.h"
 #include "planner/zoo.h"
 #include "tests/support/test_graphs.h"
@@ -113,10 +116,14 @@ TEST(GreedyStagePlan, KeepsToTheDeadline) {
 
 // A pipeline stage holds a stash for each micro-batch in flight, so what a plan keeps for its
 // backward pass has a budget of its own, below what the stages may use.
+// Zoo models, and torchvision's ResNet-18 as PyTorch exports it (tests/data/onnx/README.md).
 TEST(GreedyStagePlan, KeepsWhatItStashesForTheBackwardPassWithinTheStashBudget) {
-  for (const char* model : {"mlp", "resnet18-cifar"}) {
+  const std::filesystem::path torchvision_resnet18 =
+      std::filesystem::path(ERGON_TEST_DATA_DIR) / "onnx" / "resnet18_stripped.onnx";
+  for (const std::string model : {"mlp", "resnet18-cifar", "resnet18_stripped.onnx"}) {
     SCOPED_TRACE(model);
-    const auto g = build_training_graph(zoo_model(model, 1), LinearCosts());
+    const auto g = build_training_graph(
+        model.ends_with(".onnx") ? import_onnx(torchvision_resnet18) : zoo_model(model, 1), LinearCosts());
     const uint64_t budget = g.store_all_peak_bytes() * 7 / 10;
     const auto unlimited = greedy_stage_plan(g, budget, 1e9);
     ASSERT_TRUE(unlimited);
