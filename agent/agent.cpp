@@ -514,7 +514,7 @@ class Agent {
           if ((o.interrupted = stopped())) break;
           auto run_once = [&] {
             if (op.shape.kind == profiler::OpKind::kTransfer) transfer(link, commands, op);
-            else runner_.run(op.shape, op.phase);
+            else runner_.run(op.shape, op.phase, op.copies);
           };
           for (uint16_t i = 0; i < op.warmup_reps; ++i) run_once();
           const int64_t begin = agent_clock().now_ns();

@@ -53,7 +53,7 @@ void DbSink::begin(const devices::BoardHello& hello, const devices::ProfilePlan&
                                          : std::string(devices::default_link(board.kind, board.kind));
   }
   writer_.emplace(db_, board, source_, host_ns + wall_offset_ns_, plan_, link);
-  for (const auto& op : plan.ops) writer_->add_op(op.op_id, op.shape, op.phase);
+  for (const auto& op : plan.ops) writer_->add_op(op.op_id, op.shape, op.phase, op.copies);
 }
 
 void DbSink::span(const profiler::OpSpan& span) { writer_->add_span(span); }

@@ -96,7 +96,7 @@ std::optional<int64_t> present_run(Database::Impl& to, const SourceRun& run) {
 void copy_ops(Database::Impl& from, Database::Impl& to, int64_t from_run, int64_t to_run,
               const std::string& doing) {
   detail::Statement ops(from,
-                        "SELECT o.op_id, o.phase, s.kind, s.dims, s.flops, s.bytes_in, s.bytes_out "
+                        "SELECT o.op_id, o.phase, s.kind, s.dims, s.flops, s.bytes_in, s.bytes_out, o.copies "
                         "FROM run_ops o JOIN op_shapes s ON s.id = o.shape_id WHERE o.run_id = ?1 "
                         "ORDER BY o.op_id");
   ops.bind(1, from_run);
@@ -106,7 +106,7 @@ void copy_ops(Database::Impl& from, Database::Impl& to, int64_t from_run, int64_
   detail::Statement find_shape(to,
                                "SELECT id FROM op_shapes WHERE kind = ?1 AND dims = ?2 AND flops = ?3 "
                                "AND bytes_in = ?4 AND bytes_out = ?5");
-  detail::Statement add_op(to, "INSERT INTO run_ops (run_id, op_id, shape_id, phase) VALUES (?1, ?2, ?3, ?4)");
+  detail::Statement add_op(to, "INSERT INTO run_ops (run_id, op_id, shape_id, phase, copies) VALUES (?1, ?2, ?3, ?4, ?5)");
   while (ops.step(doing)) {
     const std::string kind(ops.column_text(2));
     const std::string dims(ops.column_text(3));
@@ -126,6 +126,7 @@ void copy_ops(Database::Impl& from, Database::Impl& to, int64_t from_run, int64_
     add_op.bind(2, ops.column_int64(0));
     add_op.bind(3, shape_id);
     add_op.bind(4, std::string_view(phase));
+    add_op.bind(5, ops.column_int64(7));
     add_op.run(doing);
   }
 }

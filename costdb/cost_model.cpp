@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/stats.h"
 #include "costdb/database_impl.h"
+#include "profiler/op_runner.h"
 
 namespace ergon::costdb {
 namespace {
@@ -171,6 +172,7 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   // The same shape measured in several runs is averaged.
   std::map<std::tuple<std::string, int, uint64_t, uint64_t>, std::vector<const OpCostRow*>> by_shape;
   const auto rows = list_op_costs(db, board, std::nullopt, power_mode);
+  std::map<std::tuple<std::string, int, uint64_t, uint64_t, uint16_t>, std::vector<double>> cached;
   std::set<std::string> modes;
   for (const OpCostRow& r : rows) modes.insert(r.power_mode);
   if (!power_mode && modes.size() > 1) {
@@ -195,6 +197,11 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
       if (a && a->idle_samples > 0) idle.push_back(a->idle_power_w);
     }
     const uint64_t bytes = r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out;
+    // Timed warm or at a chosen reuse distance: the cache model's, not the planner's costs.
+    if (r.copies != 0) {
+      if (r.op_kind != "paging") cached[{r.op_kind, static_cast<int>(r.phase), r.flops, bytes, r.copies}].push_back(r.time_s);
+      continue;
+    }
     by_shape[{r.op_kind, static_cast<int>(r.phase), r.flops, bytes}].push_back(&r);
   }
   for (const auto& [key, group] : by_shape) {
@@ -220,6 +227,7 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   }
   m.runs_ = static_cast<int>(runs.size());
   m.idle_power_w_ = std::max(0.0, median(idle));
+  m.fit_cache(cached);
 
   std::vector<std::array<double, 3>> ct, it, ot;
   std::vector<const Row*> compute_rows, in_rows, out_rows;
@@ -520,6 +528,123 @@ std::vector<LinkCostFit> list_link_costs(Database& database, const std::optional
     out.push_back(std::move(f));
   }
   return out;
+}
+
+double MeasuredCosts::CacheCurve::hit(double distance_bytes, double size_bytes) const {
+  if (effective_bytes <= 0) return 0;
+  // The mean of 1 / (1 + (u / C)^g) over u in [d, d + s]: the buffer's bytes were touched in
+  // order, so its last byte is d bytes back and its first d + s.
+  constexpr int kSteps = 32;
+  const double s = std::max(size_bytes, 1.0);
+  double sum = 0;
+  for (int i = 0; i < kSteps; ++i) {
+    const double u = std::max(distance_bytes, 0.0) + s * (i + 0.5) / kSteps;
+    sum += 1 / (1 + std::pow(u / effective_bytes, steepness));
+  }
+  return sum / kSteps;
+}
+
+namespace {
+
+/// The hit fraction of an op of `bytes` timed from memory (copies 0: the rotation's other
+/// copies between two runs on one) and warm (copies 1).
+std::pair<double, double> anchors(const MeasuredCosts::CacheCurve& c, double bytes) {
+  const auto rotation = static_cast<double>(profiler::OpRunner::rotation_copies(static_cast<std::size_t>(bytes)));
+  return {c.hit((rotation - 1) * bytes, bytes), c.hit(0, bytes)};
+}
+
+/// Time at hit fraction `hit`, linear between the op's two measurements.
+double interpolate(double cold_s, double warm_s, std::pair<double, double> h, double hit) {
+  const auto [h0, h1] = h;
+  if (h1 - h0 < 1e-6) return cold_s;  // the curve cannot tell the two measurements apart
+  return cold_s + (warm_s - cold_s) * std::clamp((hit - h0) / (h1 - h0), 0.0, 1.0);
+}
+
+}  // namespace
+
+void MeasuredCosts::fit_cache(
+    const std::map<std::tuple<std::string, int, uint64_t, uint64_t, uint16_t>, std::vector<double>>& cached) {
+  // Warm times, and per shape its ladder (copies >= 2).
+  std::map<std::tuple<std::string, int, uint64_t, uint64_t>, std::vector<std::pair<double, double>>> ladders;
+  for (const auto& [key, times] : cached) {
+    const auto& [kind, phase, flops, bytes, copies] = key;
+    const double t = median(times);
+    if (copies == 1) warm_[{phase, flops, bytes}] = t;
+    else ladders[{kind, phase, flops, bytes}].emplace_back(static_cast<double>(copies), t);
+  }
+  // The shape with the longest ladder that was also timed warm and from memory.
+  const std::vector<std::pair<double, double>>* ladder = nullptr;
+  std::tuple<std::string, int, uint64_t, uint64_t> shape;
+  for (const auto& [key, points] : ladders) {
+    const auto& [kind, phase, flops, bytes] = key;
+    const bool warm = warm_.count({phase, flops, bytes}) > 0;
+    const bool cold = exact(false, static_cast<profiler::Phase>(phase), flops, bytes).has_value();
+    if (points.size() < 4 || !warm || !cold || (ladder && ladder->size() >= points.size())) continue;
+    ladder = &points;
+    shape = key;
+  }
+  if (!ladder) return;
+  const auto& [kind, phase, flops, bytes_count] = shape;
+  const auto bytes = static_cast<double>(bytes_count);
+  // Every point of the ladder as (bytes touched since, time): the default rotation's, the
+  // warm one and the ladder's.
+  std::vector<std::pair<double, double>> points;
+  const auto rotation = static_cast<double>(profiler::OpRunner::rotation_copies(bytes_count));
+  points.emplace_back((rotation - 1) * bytes, exact(false, static_cast<profiler::Phase>(phase), flops, bytes_count)->time_s);
+  points.emplace_back(0, warm_.at({phase, flops, bytes_count}));
+  for (const auto& [copies, t] : *ladder) points.emplace_back((copies - 1) * bytes, t);
+  // For each curve on a grid (C from an eighth of the op to 4 GiB, steepness from a soft edge
+  // to an LRU cache's step), time = a + b x hit fraction by least squares in relative error;
+  // the curve that fits best stands. (The rotation's point need not be all from memory: on a
+  // cache larger than the rotation it is warm, and a and b come from the ladder alone.)
+  CacheCurve best;
+  double best_err = std::numeric_limits<double>::infinity();
+  constexpr int kSizes = 240;
+  const double lo = std::log(bytes / 8), hi = std::log(4.0 * (1ULL << 30));
+  for (const double steepness : {1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0}) {
+    for (int i = 0; i <= kSizes; ++i) {
+      const CacheCurve c{.effective_bytes = std::exp(lo + (hi - lo) * i / kSizes), .steepness = steepness};
+      // Weighted normal equations of t / t = (a + b h) / t.
+      double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+      std::vector<double> h;
+      for (const auto& [distance, t] : points) {
+        h.push_back(c.hit(distance, bytes));
+        const double w = 1 / (t * t);
+        s00 += w;
+        s01 += w * h.back();
+        s11 += w * h.back() * h.back();
+        r0 += w * t;
+        r1 += w * t * h.back();
+      }
+      const double det = s00 * s11 - s01 * s01;
+      if (det <= 1e-12 * s00 * s11) continue;  // every point equally cached: no edge to see
+      const double a = (s11 * r0 - s01 * r1) / det;
+      const double b = (s00 * r1 - s01 * r0) / det;
+      double err = 0;
+      for (std::size_t k = 0; k < points.size(); ++k) {
+        const double e = (a + b * h[k]) / points[k].second - 1;
+        err += e * e;
+      }
+      if (err < best_err) {
+        best_err = err;
+        best = c;
+      }
+    }
+  }
+  if (!std::isfinite(best_err)) return;
+  best.points = static_cast<int>(ladder->size());
+  best.rms_rel_error = std::sqrt(best_err / static_cast<double>(points.size()));
+  best.shape = kind + " of " + std::to_string(bytes_count) + " bytes";
+  cache_ = best;
+}
+
+std::optional<double> MeasuredCosts::time_at_hit(profiler::Phase phase, uint64_t flops, uint64_t bytes,
+                                                 double hit) const {
+  if (!cache_) return std::nullopt;
+  const auto warm = warm_.find({static_cast<int>(phase), flops, bytes});
+  const auto cold = exact(false, phase, flops, bytes);
+  if (warm == warm_.end() || !cold) return std::nullopt;
+  return interpolate(cold->time_s, warm->second, anchors(*cache_, static_cast<double>(bytes)), hit);
 }
 
 }  // namespace ergon::costdb

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "costdb/costs.h"
@@ -134,6 +136,34 @@ class MeasuredCosts {
   [[nodiscard]] bool has_energy() const { return has_energy_; }
   [[nodiscard]] int runs() const { return runs_; }
 
+  /// How much of an op's data a board's caches keep, as a profile's cache ladder measured it
+  /// (app::model_profile_plan: one memory-bound shape timed with its tensors cycled through
+  /// k copies, k - 1 of them touched between two runs on one). A byte last touched `u` other
+  /// bytes ago is still cached with probability 1 / (1 + (u / effective_bytes)^steepness):
+  /// an LRU cache of effective_bytes when steepness is large, a softer edge where
+  /// associativity, prefetchers and other tenants blur it. Fitted, not read from sysfs: the
+  /// cache a core really gets is what matters (docs/accuracy.md, "The cache model").
+  struct CacheCurve {
+    double effective_bytes = 0;
+    double steepness = 0;
+    int points = 0;            ///< ladder entries (copies >= 2) fitted
+    double rms_rel_error = 0;  ///< of the ladder's times under the fit
+    std::string shape;         ///< the ladder's op (kind and bytes)
+    /// The mean probability over a buffer of `size_bytes`, touched in order, that its bytes
+    /// are still cached after `distance_bytes` other bytes were touched since.
+    [[nodiscard]] double hit(double distance_bytes, double size_bytes) const;
+  };
+  /// None when the board's profiles ran no cache ladder (or it did not fit).
+  [[nodiscard]] const std::optional<CacheCurve>& cache() const { return cache_; }
+  /// The op's time when a fraction `hit` of its bytes is in cache (the curve's hit, weighted
+  /// by bytes): between its measurement from memory (copies 0, the rotation's own hit) and
+  /// its warm measurement (copies 1), linear in the hit fraction. None without a cache curve
+  /// or without both measurements of this shape in this phase.
+  [[nodiscard]] std::optional<double> time_at_hit(profiler::Phase phase, uint64_t flops, uint64_t bytes,
+                                                  double hit) const;
+  /// Shapes measured warm as well as from memory.
+  [[nodiscard]] int warm_ops() const { return static_cast<int>(warm_.size()); }
+
  private:
   struct Row {
     std::string kind;
@@ -148,8 +178,14 @@ class MeasuredCosts {
                                           uint64_t bytes) const;
   [[nodiscard]] Cost paging(profiler::Phase phase, uint64_t bytes, const LinearFit& time,
                             double power_w) const;
+  /// Times of the entries with copies != 0, by (kind, phase, flops, bytes, copies): keeps the
+  /// warm ones and fits the cache curve to the ladder.
+  void fit_cache(const std::map<std::tuple<std::string, int, uint64_t, uint64_t, uint16_t>, std::vector<double>>& cached);
 
   std::vector<Row> rows_;
+  /// Warm times (copies 1) by (phase, flops, bytes).
+  std::map<std::tuple<int, uint64_t, uint64_t>, double> warm_;
+  std::optional<CacheCurve> cache_;
   LinearFit compute_time_;
   PowerModel compute_power_;
   LinearFit pagein_time_, pageout_time_;

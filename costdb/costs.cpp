@@ -177,7 +177,7 @@ std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std
       db,
       "SELECT c.run_id, c.op_id, c.phase, c.time_s, c.time_s_stddev, c.gross_energy_j, "
       "c.net_energy_j, c.energy_j_stddev, c.sample_count, b.kind, b.name, s.kind, s.dims, "
-      "s.flops, s.bytes_in, s.bytes_out, m.name, r.plan, r.link "
+      "s.flops, s.bytes_in, s.bytes_out, m.name, r.plan, r.link, o.copies "
       "FROM op_costs c JOIN runs r ON r.id = c.run_id JOIN boards b ON b.id = r.board_id "
       "LEFT JOIN power_modes m ON m.id = r.power_mode_id "
       "LEFT JOIN run_ops o ON o.run_id = c.run_id AND o.op_id = c.op_id "
@@ -215,6 +215,7 @@ std::vector<OpCostRow> list_op_costs(Database& database, const std::optional<std
     if (!q.column_is_null(16)) r.power_mode = q.column_text(16);
     if (!q.column_is_null(17)) r.run_plan = detail::run_plan_from_string(q.column_text(17));
     if (!q.column_is_null(18)) r.link = q.column_text(18);
+    if (!q.column_is_null(19)) r.copies = static_cast<uint16_t>(q.column_int64(19));
     rows.push_back(std::move(r));
   }
   return rows;

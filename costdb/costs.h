@@ -49,6 +49,10 @@ struct OpCostRow {
   uint64_t flops = 0;
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
+  /// Copies of the op's tensors the board cycled through (run_ops.copies, protocol v8): 0,
+  /// read from memory each run (the costs planners use); 1, warm; k, at a reuse distance of
+  /// k - 1 copies.
+  uint16_t copies = 0;
 };
 
 /// What attributing a run found besides its op costs (the run_attributions table).

@@ -17,7 +17,7 @@ namespace ergon::costdb {
 
 /// Schema version this build writes (PRAGMA user_version). Migrations in schema.cpp bring
 /// older files up to it; a newer file is refused with DatabaseError.
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 /// True when a --db value names a PostgreSQL database rather than an SQLite file:
 /// postgresql://user@host/db (or postgres://), or libpq's keyword=value form such as
@@ -126,7 +126,8 @@ class RunWriter {
   [[nodiscard]] int64_t run_id() const;
 
   /// Declares plan op `op_id` of this run (shapes are shared across runs).
-  void add_op(uint32_t op_id, const profiler::OpShape& shape, profiler::Phase phase);
+  /// `copies`: of the op's tensors, cycled through by the board (PlannedOp::copies).
+  void add_op(uint32_t op_id, const profiler::OpShape& shape, profiler::Phase phase, uint16_t copies = 0);
   void add_span(const profiler::OpSpan& span);
   void add_samples(std::span<const probes::PowerSample> samples);
   void add_sync(const SyncPoint& sync);

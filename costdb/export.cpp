@@ -323,9 +323,9 @@ void export_run_csv(Database& db, int64_t run_id, const std::filesystem::path& d
                "FROM sync_points WHERE run_id = ?1 ORDER BY rowid");
   export_table(impl, run_id, dir / "events.csv", "host_ns,kind,text", {kSigned, kText, kText},
                "SELECT host_ns, kind, text FROM run_events WHERE run_id = ?1 ORDER BY rowid");
-  export_table(impl, run_id, dir / "ops.csv", "op_id,phase,kind,dims,flops,bytes_in,bytes_out",
-               {kUnsigned, kText, kText, kText, kUnsigned, kUnsigned, kUnsigned},
-               "SELECT o.op_id, o.phase, s.kind, s.dims, s.flops, s.bytes_in, s.bytes_out "
+  export_table(impl, run_id, dir / "ops.csv", "op_id,phase,kind,dims,flops,bytes_in,bytes_out,copies",
+               {kUnsigned, kText, kText, kText, kUnsigned, kUnsigned, kUnsigned, kUnsigned},
+               "SELECT o.op_id, o.phase, s.kind, s.dims, s.flops, s.bytes_in, s.bytes_out, o.copies "
                "FROM run_ops o JOIN op_shapes s ON s.id = o.shape_id WHERE o.run_id = ?1 "
                "ORDER BY o.op_id");
 }

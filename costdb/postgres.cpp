@@ -240,13 +240,18 @@ END $$;
 CREATE TRIGGER runs_deleted AFTER DELETE ON runs FOR EACH ROW EXECUTE FUNCTION ergon_run_deleted();
 )sql";
 
+// v11, as SQLite's: the copies of its tensors a profile's op cycled through.
+constexpr const char* kPostgresV11 = R"sql(
+ALTER TABLE run_ops ADD COLUMN copies BIGINT NOT NULL DEFAULT 0 CHECK (copies >= 0);
+)sql";
+
 struct PostgresMigration {
   int version;
   const char* sql;
 };
 
 // A database starts at version 10, the first PostgreSQL schema; later versions append here.
-constexpr std::array kPostgresMigrations{PostgresMigration{10, kPostgresV10}};
+constexpr std::array kPostgresMigrations{PostgresMigration{10, kPostgresV10}, PostgresMigration{11, kPostgresV11}};
 static_assert(kPostgresMigrations.back().version == kSchemaVersion,
               "the last PostgreSQL migration must bring a database to kSchemaVersion");
 

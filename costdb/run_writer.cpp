@@ -182,7 +182,7 @@ RunWriter::~RunWriter() = default;
 
 int64_t RunWriter::run_id() const { return impl_->run_id; }
 
-void RunWriter::add_op(uint32_t op_id, const profiler::OpShape& shape, profiler::Phase phase) {
+void RunWriter::add_op(uint32_t op_id, const profiler::OpShape& shape, profiler::Phase phase, uint16_t copies) {
   Impl& w = *impl_;
   w.db->ensure_batch();
   const std::string dims = profiler::dims_text(shape);
@@ -209,10 +209,11 @@ void RunWriter::add_op(uint32_t op_id, const profiler::OpShape& shape, profiler:
 
   detail::Statement& insert = w.prepared_for_run(
       w.run_op_insert,
-      "INSERT INTO run_ops (run_id, op_id, shape_id, phase) VALUES (?1, ?2, ?3, ?4)");
+      "INSERT INTO run_ops (run_id, op_id, shape_id, phase, copies) VALUES (?1, ?2, ?3, ?4, ?5)");
   insert.bind(2, int64_t{op_id});
   insert.bind(3, shape_id);
   insert.bind(4, profiler::to_string(phase));
+  insert.bind(5, int64_t{copies});
   insert.run(w.doing_ops);
 }
 

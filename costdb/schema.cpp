@@ -377,6 +377,13 @@ CREATE TABLE link_costs (
 CREATE INDEX link_costs_board ON link_costs (board_id, link, direction, bytes);
 )sql";
 
+// v11: an op of a profile plan says how many copies of its tensors the board cycled
+// through (protocol v8): 0, enough to read them from memory each run, the op costs planners
+// use; 1, warm; k, at a reuse distance of k - 1 copies (the cost model's cache curve).
+constexpr const char* kSchemaV11 = R"sql(
+ALTER TABLE run_ops ADD COLUMN copies INTEGER NOT NULL DEFAULT 0 CHECK (copies >= 0);
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
     Migration{2, kSchemaV2},
@@ -388,6 +395,7 @@ constexpr std::array kMigrations{
     Migration{8, kSchemaV8},
     Migration{9, kSchemaV9},
     Migration{10, kSchemaV10},
+    Migration{11, kSchemaV11},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");

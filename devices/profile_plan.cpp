@@ -124,6 +124,7 @@ protocol::PlanOp to_wire(const PlannedOp& op) {
   w.windows = op.windows;
   w.idle_after_us = op.idle_after_us;
   w.warmup_reps = op.warmup_reps;
+  w.copies = op.copies;
   return w;
 }
 
@@ -142,6 +143,7 @@ bool from_wire(const protocol::PlanOp& wire, PlannedOp& out) {
   out.windows = wire.windows;
   out.idle_after_us = wire.idle_after_us;
   out.warmup_reps = wire.warmup_reps;
+  out.copies = wire.copies;
   return true;
 }
 

@@ -19,6 +19,11 @@ struct PlannedOp {
   /// Untimed runs before each window: the first run after an idle gap is slower (clocks
   /// ramping up, cold caches), and would bias windows of few repetitions.
   uint16_t warmup_reps = 0;
+  /// Copies of the op's tensors cycled through, one per run (protocol v8): 0, enough to read
+  /// them from memory each run; 1, the same warm tensors; k, k - 1 other copies between two
+  /// runs on one. A board without caches to speak of (a simulator, a microcontroller) runs
+  /// every entry alike.
+  uint16_t copies = 0;
 };
 
 struct ProfilePlan {

@@ -56,7 +56,7 @@ std::size_t tensor_bytes(const std::vector<float>& v) { return v.size() * sizeof
 
 }  // namespace
 
-OpRunner::Buffers& OpRunner::buffers_for(const OpShape& shape) {
+OpRunner::Buffers& OpRunner::buffers_for(const OpShape& shape, uint16_t copies) {
   auto [it, fresh] = buffers_.try_emplace({static_cast<int>(shape.kind), shape.dims});
   Copies& c = it->second;
   if (fresh) {
@@ -65,12 +65,18 @@ OpRunner::Buffers& OpRunner::buffers_for(const OpShape& shape) {
     const std::size_t bytes = tensor_bytes(one.a) + tensor_bytes(one.b) + tensor_bytes(one.c) + tensor_bytes(one.d) +
                               tensor_bytes(one.e) + tensor_bytes(one.f) + one.ids.size() * sizeof(int64_t) +
                               one.labels.size() * sizeof(uint32_t);
-    const std::size_t copies = std::clamp<std::size_t>((kRotationBytes + bytes - 1) / std::max<std::size_t>(bytes, 1), 1,
-                                                       kMaxCopies);
-    for (std::size_t k = 1; k < copies; ++k) c.copies.push_back(make_buffers(shape, static_cast<uint32_t>(k)));
+    c.bytes = bytes;
+    c.rotation = rotation_copies(bytes);
   }
-  Buffers& b = c.copies[c.next];
-  c.next = (c.next + 1) % c.copies.size();
+  const std::size_t count = copies == 0 ? c.rotation : copies;
+  if (copies > c.rotation && count * c.bytes > kMaxAskedBytes)
+    throw DeviceError(std::to_string(copies) + " copies of a " + std::string(to_string(shape.kind)) + " op (" +
+                      dims_text(shape) + ") would take " + std::to_string((count * c.bytes) >> 20) + " MiB; at most " +
+                      std::to_string(kMaxAskedBytes >> 20) + " MiB");
+  while (c.copies.size() < count) c.copies.push_back(make_buffers(shape, static_cast<uint32_t>(c.copies.size())));
+  std::size_t& next = c.next[copies];
+  Buffers& b = c.copies[next % count];
+  next = (next + 1) % count;
   return b;
 }
 
@@ -169,7 +175,7 @@ OpRunner::Buffers OpRunner::make_buffers(const OpShape& shape, uint32_t copy) {
   return b;
 }
 
-void OpRunner::run(const OpShape& shape, Phase phase) {
+void OpRunner::run(const OpShape& shape, Phase phase, uint16_t copies) {
   const auto& d = shape.dims;
   const bool backward = phase == Phase::kBackward;
   switch (shape.kind) {
@@ -186,7 +192,7 @@ void OpRunner::run(const OpShape& shape, Phase phase) {
                                           [](uint32_t v) { return v == 0; }))
     throw DeviceError(std::string("a ") + std::string(to_string(shape.kind)) +
                       " op without its dimensions cannot run (" + dims_text(shape) + ")");
-  Buffers& b = buffers_for(shape);
+  Buffers& b = buffers_for(shape, copies);
   switch (shape.kind) {
     case OpKind::kConv2d: {
       const ConvShape s = conv_shape(d);

@@ -402,9 +402,18 @@ void RecordSession::begin(BoardHello hello, const std::string& warning, std::vec
           : options_.link_test ? link_test_plan(*profile, options_.seed)
                                : default_profile_plan(*profile, options_.seed);
   if (options_.min_window_us) plan_.min_window_us = *options_.min_window_us;
+  // Entries that time an op's tensors warm or at a reuse distance (PlanOp.copies) need
+  // protocol v8; an older board runs the rest of the plan.
+  const auto cache_entries = std::erase_if(plan_.ops, [&](const PlannedOp& op) {
+    return op.copies != 0 && hello_->protocol_version < 8;
+  });
   const int64_t now = clock_.now_ns();
   sink_.begin(*hello_, plan_, now);
   if (!warning.empty()) sink_.event(now, "warning", warning);
+  if (cache_entries > 0)
+    sink_.event(now, "warning",
+                source_ + " speaks protocol v" + std::to_string(hello_->protocol_version) + ": the plan's " +
+                    std::to_string(cache_entries) + " cache entries (v8) are left out");
   if (hello_->mode_switch_ns) {
     char took[32];
     std::snprintf(took, sizeof took, "%.3f ms", static_cast<double>(*hello_->mode_switch_ns) * 1e-6);

@@ -16,7 +16,7 @@
 
 namespace ergon::devices::protocol {
 
-inline constexpr uint16_t kProtocolVersion = 7;
+inline constexpr uint16_t kProtocolVersion = 8;
 inline constexpr std::size_t kHeaderBytes = 6;
 inline constexpr std::size_t kCrcBytes = 4;
 /// Largest payload of any frame; sized so a Cortex-M0+ with 32 KB of RAM can hold a frame.

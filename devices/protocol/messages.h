@@ -349,6 +349,11 @@ struct PlanOp {
   uint32_t idle_after_us = 0;  ///< idle gap after each window (for idle-power estimates)
   /// Untimed runs of the op before each window (clocks ramp up, caches warm). Since v2.
   uint16_t warmup_reps = 0;
+  /// Since v8: how many copies of the op's tensors the board cycles through, one per run. 0:
+  /// as many as it takes to read them from memory every run (the default); 1: the same
+  /// tensors every run, in cache when they fit; k: k - 1 other copies touched between two
+  /// runs on one copy. Sent only when not 0, so a v7 board reads a plan that needs none.
+  uint16_t copies = 0;
 
   bool write(Writer& w) const {
     if (dim_count > kPlanDims) return false;
@@ -363,6 +368,7 @@ struct PlanOp {
     w.u16(windows);
     w.u32(idle_after_us);
     w.u16(warmup_reps);
+    if (copies != 0) w.u16(copies);
     return w.ok();
   }
   bool read(Reader& r) {
@@ -377,6 +383,7 @@ struct PlanOp {
     windows = r.u16();
     idle_after_us = r.u32();
     warmup_reps = r.u16();
+    copies = r.remaining() > 0 ? r.u16() : 0;
     return r.ok() && dim_count <= kPlanDims && windows != 0;
   }
 };

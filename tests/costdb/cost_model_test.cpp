@@ -7,6 +7,7 @@
 #include "costdb/costs.h"
 #include "costdb_test_util.h"
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -54,10 +55,17 @@ class MeasuredCostsTest : public testing::TempDirTest {};
 
 /// A time-only profile run of linear layers forward and backward, and paging of three sizes,
 /// with the times given; three windows a shape (as a profile plan measures them).
-void store_profile(Database& db, const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double>>& ops) {
+/// Entries with copies (PlannedOp::copies) come in `cached`.
+void store_profile(Database& db, const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double>>& ops,
+                   const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double, uint16_t>>& cached = {}) {
   RunWriter run(db, testing::sim_board(), "sim", 1);
   std::vector<OpCostRow> rows;
   uint32_t id = 1;
+  for (const auto& [shape, phase, time_s, copies] : cached) {
+    run.add_op(id, shape, phase, copies);
+    rows.push_back({.run_id = run.run_id(), .op_id = id, .phase = phase, .time_s = time_s, .time_s_stddev = 0.01 * time_s});
+    ++id;
+  }
   for (const auto& [shape, phase, time_s] : ops) {
     run.add_op(id, shape, phase);
     rows.push_back({.run_id = run.run_id(), .op_id = id, .phase = phase, .time_s = time_s, .time_s_stddev = 0.01 * time_s});
@@ -65,6 +73,14 @@ void store_profile(Database& db, const std::vector<std::tuple<profiler::OpShape,
   }
   replace_attribution(db, run.run_id(), {}, rows);
   db.commit_batch();
+}
+
+/// Paging of three sizes each way, as a profile plan measures it.
+void add_paging(std::vector<std::tuple<profiler::OpShape, profiler::Phase, double>>& ops) {
+  for (uint32_t bytes : {4096U, 65536U, 1048576U}) {
+    ops.emplace_back(profiler::paging(bytes), profiler::Phase::kPageOut, 1e-3 + bytes * 1e-8);
+    ops.emplace_back(profiler::paging(bytes), profiler::Phase::kPageIn, 5e-4 + bytes * 5e-9);
+  }
 }
 
 TEST_F(MeasuredCostsTest, ABackwardPassWithItsForwardPassesCountsKeepsItsOwnMeasuredTime) {
@@ -80,10 +96,7 @@ TEST_F(MeasuredCostsTest, ABackwardPassWithItsForwardPassesCountsKeepsItsOwnMeas
       {profiler::linear(1, 1024, 1024, Phase::kForward), Phase::kForward, 120e-6},
       {profiler::linear(1, 1024, 10, Phase::kForward), Phase::kForward, 5e-6},
   };
-  for (uint32_t bytes : {4096U, 65536U, 1048576U}) {
-    ops.emplace_back(profiler::paging(bytes), Phase::kPageOut, 1e-3 + bytes * 1e-8);
-    ops.emplace_back(profiler::paging(bytes), Phase::kPageIn, 5e-4 + bytes * 5e-9);
-  }
+  add_paging(ops);
   store_profile(db, ops);
   const MeasuredCosts costs = MeasuredCosts::from_database(db, "pi4");
   EXPECT_FALSE(costs.has_energy());
@@ -91,6 +104,95 @@ TEST_F(MeasuredCostsTest, ABackwardPassWithItsForwardPassesCountsKeepsItsOwnMeas
   EXPECT_DOUBLE_EQ(costs.compute(Phase::kForward, first.flops, bytes).time_s, 100e-6);
   EXPECT_DOUBLE_EQ(costs.compute(Phase::kBackward, first.flops, bytes).time_s, 300e-6);
   EXPECT_TRUE(costs.compute(Phase::kBackward, first.flops, bytes).measured);
+}
+
+/// The profile of the test above, and a cache ladder timed on an ideal LRU cache of
+/// `cache_bytes`: an add whose 192 KiB take 20 us warm and 100 us from memory, linear in the
+/// share of its bytes still cached after (copies - 1) copies were touched.
+void store_cached_profile(Database& db, double cache_bytes, const profiler::OpShape& warm_linear, double warm_s) {
+  using profiler::Phase;
+  const profiler::OpShape ladder = profiler::add(16384, Phase::kForward);
+  const double bytes = static_cast<double>(ladder.bytes_in + ladder.bytes_out);
+  auto lru_time = [&](double copies) {
+    const double cached = std::clamp(cache_bytes - (copies - 1) * bytes, 0.0, bytes) / bytes;
+    return 100e-6 - 80e-6 * cached;
+  };
+  std::vector<std::tuple<profiler::OpShape, Phase, double>> ops = {
+      {ladder, Phase::kForward, lru_time(64)},  // the default rotation: 64 copies of it
+      {warm_linear, Phase::kForward, 120e-6},
+      {profiler::linear(1, 784, 1024, Phase::kForward), Phase::kForward, 100e-6},
+      {profiler::linear(1, 1024, 10, Phase::kForward), Phase::kForward, 5e-6},
+  };
+  add_paging(ops);
+  std::vector<std::tuple<profiler::OpShape, Phase, double, uint16_t>> cached = {
+      {warm_linear, Phase::kForward, warm_s, 1}};
+  for (const int copies : {1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256})
+    cached.emplace_back(ladder, Phase::kForward, lru_time(copies), static_cast<uint16_t>(copies));
+  store_profile(db, ops, cached);
+}
+
+TEST_F(MeasuredCostsTest, ACacheLadderGivesTheCacheAnOpsDataReallyGets) {
+  using profiler::Phase;
+  auto db = Database::open(db_path());
+  const profiler::OpShape layer = profiler::linear(32, 1024, 1024, Phase::kForward);
+  store_cached_profile(db, 8.0 * (1 << 20), layer, 60e-6);
+  const MeasuredCosts costs = MeasuredCosts::from_database(db, "pi4");
+  ASSERT_TRUE(costs.cache());
+  // Between the ladder's last entry still all cached (31 copies back: 5.8 MiB, and its own
+  // 0.2 MiB) and its first all gone (47 back: 8.8 MiB).
+  EXPECT_GT(costs.cache()->effective_bytes / (1 << 20), 6.0);
+  EXPECT_LT(costs.cache()->effective_bytes / (1 << 20), 8.8);
+  EXPECT_LT(costs.cache()->rms_rel_error, 0.05);
+  EXPECT_EQ(costs.cache()->points, 13);
+  // The planner's costs are the ones from memory, never the warm ones.
+  const uint64_t bytes = layer.bytes_in + layer.bytes_out;
+  EXPECT_DOUBLE_EQ(costs.compute(Phase::kForward, layer.flops, bytes).time_s, 120e-6);
+  EXPECT_EQ(costs.warm_ops(), 2);
+  // All cached: its warm time; nothing cached: its time from memory.
+  EXPECT_NEAR(*costs.time_at_hit(Phase::kForward, layer.flops, bytes, 1.0), 60e-6, 1e-9);
+  EXPECT_NEAR(*costs.time_at_hit(Phase::kForward, layer.flops, bytes, 0.0), 120e-6, 1e-9);
+  const double half = *costs.time_at_hit(Phase::kForward, layer.flops, bytes, 0.5);
+  EXPECT_GT(half, 60e-6);
+  EXPECT_LT(half, 120e-6);
+  // A shape never measured warm has no cached time.
+  EXPECT_FALSE(costs.time_at_hit(Phase::kBackward, layer.flops, bytes, 1.0));
+}
+
+TEST_F(MeasuredCostsTest, ALargerCacheKeepsDataFurtherBack) {
+  using profiler::Phase;
+  const profiler::OpShape layer = profiler::linear(32, 1024, 1024, Phase::kForward);
+  std::vector<double> fitted;
+  for (double mib : {2.0, 24.0}) {
+    const auto path = db_path().string() + std::to_string(static_cast<int>(mib));
+    auto db = Database::open(path);
+    store_cached_profile(db, mib * (1 << 20), layer, 60e-6);
+    const auto c = MeasuredCosts::from_database(db, "pi4").cache();
+    ASSERT_TRUE(c);
+    fitted.push_back(c->effective_bytes / (1 << 20));
+    EXPECT_GT(c->hit(0.5 * mib * (1 << 20), 65536), 0.5) << mib << " MiB";
+    EXPECT_LT(c->hit(2 * mib * (1 << 20), 65536), 0.5) << mib << " MiB";
+  }
+  // Within the ladder's steps around each: 1.5 to 2.3 MiB, and 24.0 to 35.8 MiB.
+  EXPECT_GT(fitted[0], 1.5);
+  EXPECT_LT(fitted[0], 2.3);
+  EXPECT_GT(fitted[1], 24.0);
+  EXPECT_LT(fitted[1], 35.8);
+}
+
+TEST_F(MeasuredCostsTest, AProfileWithoutCacheEntriesHasNoCacheCurve) {
+  using profiler::Phase;
+  auto db = Database::open(db_path());
+  std::vector<std::tuple<profiler::OpShape, Phase, double>> ops = {
+      {profiler::linear(1, 784, 1024, Phase::kForward), Phase::kForward, 100e-6},
+      {profiler::linear(1, 1024, 1024, Phase::kForward), Phase::kForward, 120e-6},
+      {profiler::linear(1, 1024, 10, Phase::kForward), Phase::kForward, 5e-6},
+  };
+  add_paging(ops);
+  store_profile(db, ops);
+  const MeasuredCosts costs = MeasuredCosts::from_database(db, "pi4");
+  EXPECT_FALSE(costs.cache());
+  const auto layer = profiler::linear(1, 1024, 1024, Phase::kForward);
+  EXPECT_FALSE(costs.time_at_hit(Phase::kForward, layer.flops, layer.bytes_in + layer.bytes_out, 1.0));
 }
 
 }  // namespace

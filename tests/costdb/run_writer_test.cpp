@@ -104,12 +104,12 @@ TEST_F(RunWriterTest, RunRoundTripsEverythingItRecorded) {
   const auto op_line = [](uint32_t op_id, const profiler::OpShape& shape) {
     return std::to_string(op_id) + ",forward," + std::string(profiler::to_string(shape.kind)) +
            "," + profiler::dims_text(shape) + "," + std::to_string(shape.flops) + "," +
-           std::to_string(shape.bytes_in) + "," + std::to_string(shape.bytes_out);
+           std::to_string(shape.bytes_in) + "," + std::to_string(shape.bytes_out) + ",0";
   };
   EXPECT_THAT(read_lines(dir_ / "out" / "ops.csv"),
-              ElementsAre("op_id,phase,kind,dims,flops,bytes_in,bytes_out",
+              ElementsAre("op_id,phase,kind,dims,flops,bytes_in,bytes_out,copies",
                           op_line(0, conv), op_line(1, relu)));
-  EXPECT_EQ(op_line(1, relu), "1,forward,relu,16384,16384,65536,65536");
+  EXPECT_EQ(op_line(1, relu), "1,forward,relu,16384,16384,65536,65536,0");
   EXPECT_THAT(read_lines(dir_ / "out" / "spans.csv"),
               ElementsAre("op_id,phase,begin_ticks,end_ticks,repetitions", "0,forward,100,200,4",
                           "1,forward,200,250,1", "0,backward,250,400,1"));

@@ -54,6 +54,20 @@ TEST_F(OpRunnerTest, RunsEveryOpKindOfTheZooForwardAndBackward) {
   }
 }
 
+TEST_F(OpRunnerTest, CopiesAskedBeyondWhatTheBoardShouldHoldAreRefusedWithTheirSize) {
+  OpRunner runner(dir_);
+  const OpShape add = shape_of(OpKind::kAdd, {1 << 20});  // 12 MiB of tensors a copy
+  EXPECT_NO_THROW(runner.run(add, Phase::kForward, 1));
+  EXPECT_NO_THROW(runner.run(add, Phase::kForward, 2));
+  try {
+    runner.run(add, Phase::kForward, 100);  // 1.2 GiB
+    FAIL() << "expected a DeviceError";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("100 copies"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("MiB"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(OpRunnerTest, AComputeOpWithoutItsDimensionsIsRefusedNotTimedAsNothing) {
   OpRunner runner(dir_);
   OpShape work;  // what a host that knew only FLOPs would send

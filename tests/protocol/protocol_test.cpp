@@ -144,6 +144,10 @@ TEST(Messages, EveryMessageRoundTripsWithAllFields) {
   EXPECT_EQ(p.dims[5], 3U);
   EXPECT_EQ(p.flops, 75'497'472U);
   EXPECT_EQ(p.idle_after_us, 50'000U);
+  EXPECT_EQ(p.copies, 0U);
+  PlanOp cached = sample_plan_op();
+  cached.copies = 12;
+  EXPECT_EQ(round_trip(cached).copies, 12U);
 
   const Start st = round_trip(Start{.run_tag = 11, .mode = StartMode::kProfile, .op_count = 30,
                                     .loops = 0, .min_window_us = 60'000, .seed = 4});
