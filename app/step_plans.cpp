@@ -179,6 +179,22 @@ devices::ProfilePlan model_profile_plan(const planner::TrainingGraph& g, uint32_
     op.idle_after_us = kIdleUs / 4;
     op.warmup_reps = 1;  // each window follows an idle gap: one untimed run absorbs the cold start
     ops.push_back(op);
+    // The same shape warm: with the cache ladder below, what a step whose operands are still
+    // in cache takes (a board without caches to speak of times it alike).
+    op.copies = 1;
+    ops.push_back(op);
+  }
+  // The cache ladder: one memory-bound op of 192 KiB with its tensors cycled through k
+  // copies, from memory to warm, so the host can fit how much of an op's data the board's
+  // caches keep after k - 1 copies were touched (costdb::MeasuredCosts::CacheCurve).
+  for (const uint16_t copies : kCacheLadder) {
+    devices::PlannedOp op;
+    op.shape = profiler::add(kCacheLadderElements, profiler::Phase::kForward);
+    op.phase = profiler::Phase::kForward;
+    op.idle_after_us = kIdleUs / 4;
+    op.warmup_reps = 1;
+    op.copies = copies;
+    ops.push_back(op);
   }
   std::sort(sizes.begin(), sizes.end());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());

@@ -18,10 +18,18 @@ namespace ergon::app {
 /// matrix product of about the node's FLOPs, so the board still does the node's work.
 profiler::OpShape node_shape(const planner::TrainingGraph& graph, int node);
 
+/// The cache ladder of model_profile_plan: an add of this many elements (192 KiB in all),
+/// timed with its tensors cycled through each of these many copies (0: the default rotation,
+/// from memory), from 0 to 63.75 MiB touched between two runs on one copy.
+inline constexpr uint32_t kCacheLadderElements = 16384;
+inline constexpr uint16_t kCacheLadder[] = {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 341};
+
 /// A profile plan of the model's own shapes: every distinct (FLOPs, bytes) of its forward and
-/// backward nodes, three windows each, paging of its smallest, median and largest activation
-/// both ways, an idle window first and idle gaps between, in an order shuffled by `seed`.
-/// With it, ergon plan --db finds every node of the model measured.
+/// backward nodes, three windows each, each also warm (PlannedOp::copies 1), the cache
+/// ladder, paging of its smallest, median and largest activation both ways, an idle window
+/// first and idle gaps between, in an order shuffled by `seed`. With it, ergon plan --db
+/// finds every node of the model measured, and ergon validate can say what the board's
+/// caches make of each step.
 devices::ProfilePlan model_profile_plan(const planner::TrainingGraph& graph, uint32_t seed);
 
 /// One entry per compute and transfer of `schedule`, in order, each run once (op ids are step

@@ -15,10 +15,12 @@
 #include "app/step_plans.h"
 #include "common/error.h"
 #include "common/stats.h"
+#include "costdb/cost_model.h"
 #include "costdb/plans.h"
 #include "devices/board_profile.h"
 #include "devices/power_control.h"
 #include "devices/sim_server.h"
+#include "planner/reuse.h"
 #include "planner/schedule.h"
 #include "planner/zoo.h"
 
@@ -115,6 +117,58 @@ std::vector<ValidateOutcome::StepTime> step_times(const planner::TrainingGraph& 
     out.push_back({.kind = st.kind, .node = node.name, .recompute = again, .predicted_s = s, .measured_s = std::nullopt});
   }
   return out;
+}
+
+/// Predicts each compute step's time again with the board's cache curve where its costs
+/// have one, and the iteration's time and energy with them (ValidateOutcome::CacheModel).
+void apply_cache_model(const ValidateRequest& args, const costdb::PlanRow& row, ValidateOutcome& o) {
+  if (row.cost_source != costdb::PlanCostSource::kMeasured || split_phases(row.power_mode)) return;
+  std::optional<costdb::MeasuredCosts> costs;
+  try {
+    auto db = costdb::Database::open_read_only(args.db);
+    costs.emplace(costdb::MeasuredCosts::from_database(
+        db, row.board_kind, row.power_mode.empty() ? std::nullopt : std::optional<std::string>(row.power_mode)));
+  } catch (const Error&) {
+    return;  // the plan's costs came from there a moment ago; nothing to refine without them
+  }
+  const auto& curve = costs->cache();
+  if (!curve) return;
+  const auto touched = planner::reuse_distances(o.graph, o.schedule);
+  if (touched.size() != o.step_times.size()) return;
+  ValidateOutcome::CacheModel m;
+  m.time_s = o.predicted_time_s;
+  m.energy_j = o.predicted_energy_j;
+  std::size_t e = 0;
+  for (const planner::Step& st : o.schedule.steps) {
+    if (st.kind == planner::StepKind::kFree) continue;
+    const std::size_t entry = e++;
+    if (st.kind != planner::StepKind::kCompute) continue;
+    const auto& node = o.graph.nodes[static_cast<std::size_t>(st.node)];
+    double bytes = 0, hit_bytes = 0;
+    for (const planner::TouchedTensor& t : touched[entry]) {
+      bytes += static_cast<double>(t.bytes);
+      hit_bytes += static_cast<double>(t.bytes) * curve->hit(t.distance_bytes, static_cast<double>(t.bytes));
+    }
+    if (bytes <= 0) continue;
+    const double hit = hit_bytes / bytes;
+    const auto phase = node.phase == planner::NodePhase::kForward ? profiler::Phase::kForward : profiler::Phase::kBackward;
+    const auto time_s = costs->time_at_hit(phase, node.flops, node.bytes_touched, hit);
+    if (!time_s) continue;
+    auto& step = o.step_times[entry];
+    m.time_s += *time_s - step.predicted_s;
+    if (m.energy_j && node.time_s > 0) *m.energy_j += (*time_s - step.predicted_s) * node.energy_j / node.time_s;
+    step.cached_predicted_s = *time_s;
+    step.cached_fraction = hit;
+    ++m.steps;
+  }
+  if (m.steps == 0) return;
+  m.description = fmt::format(
+      "cache: {} compute steps timed at the share of their tensors still cached, from {} ops measured warm and "
+      "from memory and the board's cache curve (effective {:.1f} MiB, steepness {:g}, from {} ladder entries of {}, "
+      "rms error {:.1f} %)",
+      m.steps, costs->warm_ops(), curve->effective_bytes / (1 << 20), curve->steepness, curve->points, curve->shape,
+      100 * curve->rms_rel_error);
+  o.cache_model = std::move(m);
 }
 
 /// Where and how the board runs a schedule.
@@ -322,6 +376,7 @@ ValidateOutcome validate(const ValidateRequest& args, const ValidateProgress& pr
   o.step_times = step_times(g, o.schedule);
   o.predicted_time_s = replay.compute_time_s + replay.paging_time_s;
   o.predicted_peak_bytes = replay.peak_bytes;
+  apply_cache_model(args, row, o);
   // Real kernels vary from one iteration to the next by more than a cost model's error (a
   // shared machine's caches, clock and disk): several, compared by their median.
   o.iterations = args.iterations.value_or(!args.port.empty() || args.execute ? 5 : 1);

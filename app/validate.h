@@ -63,6 +63,19 @@ struct ValidateOutcome {
   /// has none at all).
   std::optional<double> measured_energy_j;
   double predicted_time_s = 0;
+  /// Where the board's measured costs carry a cache curve (a profile recorded with ergon
+  /// record --model on a board with caches): the iteration again, each compute step timed at
+  /// the fraction of its tensors still cached at that point of the schedule
+  /// (planner::reuse_distances, costdb::MeasuredCosts::time_at_hit) instead of from memory.
+  /// A second prediction beside the planner's own (predicted_time_s), not in its place:
+  /// docs/accuracy.md, "The cache model", has what it is worth on real silicon so far.
+  struct CacheModel {
+    std::string description;  ///< the curve, in words
+    int steps = 0;            ///< compute steps it timed
+    double time_s = 0;
+    std::optional<double> energy_j;  ///< each step's energy at the planner's power for it
+  };
+  std::optional<CacheModel> cache_model;
   /// The median of iteration_times_s; with no complete iteration, the first iteration's
   /// steps that arrived, summed.
   double measured_time_s = 0;
@@ -73,6 +86,10 @@ struct ValidateOutcome {
     std::string node;  ///< the training graph node's name
     bool recompute = false;  ///< a compute of a node already computed this iteration
     double predicted_s = 0;
+    /// With the cache model: the fraction of the step's tensor bytes it expects in cache,
+    /// and the step's time at that fraction.
+    std::optional<double> cached_fraction;
+    std::optional<double> cached_predicted_s;
     std::optional<double> measured_s;
   };
   std::vector<StepTime> step_times;

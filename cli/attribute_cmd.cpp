@@ -147,6 +147,15 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
     paging("page-in time", m.pagein_time_fit(), m.pagein_power_w());
     paging("page-out time", m.pageout_time_fit(), m.pageout_power_w());
     out << "  measured shapes are used as measured; the fit serves every other shape\n";
+    if (const auto& c = m.cache()) {
+      out << fmt::format("  cache           = a byte last touched u bytes ago is still cached with probability "
+                         "1 / (1 + (u / {:.3g} MiB)^{:g})   (fitted to {} ladder entries of {}: rms error {:.1f} %); "
+                         "{} shapes measured warm too (ergon validate times steps by it)\n",
+                         c->effective_bytes / (1 << 20), c->steepness, c->points, c->shape, 100 * c->rms_rel_error,
+                         m.warm_ops());
+    } else {
+      out << "  cache           = not measured (record with --model for the cache ladder and warm shapes)\n";
+    }
     return 0;
   }
   if (args.links) {
@@ -190,7 +199,7 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
                      {"energy_known", r.gross_energy_j.has_value()},
                      {"gross_energy_j", opt_json(r.gross_energy_j)}, {"net_energy_j", opt_json(r.net_energy_j)},
                      {"energy_j_stddev", opt_json(r.energy_j_stddev)},
-                     {"sample_count", r.sample_count},
+                     {"sample_count", r.sample_count}, {"copies", r.copies},
                      {"power_mode", r.power_mode.empty() ? nlohmann::json(nullptr)
                                                          : nlohmann::json(r.power_mode)}});
     }
@@ -206,13 +215,13 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
       csv = &file;
     }
     *csv << "run,board_kind,board_name,op_id,phase,kind,dims,flops,bytes_in,bytes_out,time_s,"
-            "time_s_stddev,gross_energy_j,net_energy_j,energy_j_stddev,sample_count,power_mode\n";
+            "time_s_stddev,gross_energy_j,net_energy_j,energy_j_stddev,sample_count,power_mode,copies\n";
     for (const auto& r : rows) {
-      *csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.9g},{},{},{},{},{},{}\n",
+      *csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{:.9g},{},{},{},{},{},{},{}\n",
                           r.run_id, r.board_kind, r.board_name, r.op_id,
                           profiler::to_string(r.phase), r.op_kind, r.dims, r.flops, r.bytes_in,
                           r.bytes_out, r.time_s, opt(r.time_s_stddev), opt(r.gross_energy_j),
-                          opt(r.net_energy_j), opt(r.energy_j_stddev), r.sample_count, r.power_mode);
+                          opt(r.net_energy_j), opt(r.energy_j_stddev), r.sample_count, r.power_mode, r.copies);
     }
     if (file.is_open() && !file) throw InputError("cannot write " + args.csv);
     return 0;
@@ -233,8 +242,11 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
     time_only += r.gross_energy_j ? 0 : 1;
     out << fmt::format("{:>4}  {:<9} {:<13} {:>3}  {:<9} {:<8} {:<18} {:>10.4g} s {:>12} {:>12} {:>10} {:>7}\n",
                        r.run_id, r.board_kind, r.power_mode.empty() ? "-" : r.power_mode, r.op_id,
-                       profiler::to_string(r.phase), r.op_kind, r.dims, r.time_s,
-                       energy(r.net_energy_j, "{:.5g}"),
+                       profiler::to_string(r.phase), r.op_kind,
+                       r.dims + (r.copies == 1  ? " warm"
+                                 : r.copies > 1 ? fmt::format(" x{}", r.copies)
+                                                : std::string()),
+                       r.time_s, energy(r.net_energy_j, "{:.5g}"),
                        r.gross_energy_j ? energy(r.energy_j_stddev.value_or(0), "{:.2g}") : "",
                        energy(r.gross_energy_j, "{:.5g}"), r.sample_count);
   }

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "cli/truth_breakdown.h"
+#include "common/stats.h"
 #include "common/units.h"
 #include "devices/board_profile.h"
 
@@ -41,11 +42,19 @@ int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out)
                                 : nlohmann::json(nullptr);
     j["time_error_pct"] = pct(o.measured_time_s, o.predicted_time_s);
     j["step_time_error"] = {{"median_pct", 100 * o.step_error_median}, {"p95_pct", 100 * o.step_error_p95}};
+    if (o.cache_model)
+      j["cache_model"] = {{"description", o.cache_model->description},
+                          {"steps", o.cache_model->steps},
+                          {"time_s", o.cache_model->time_s},
+                          {"energy_j", opt(o.cache_model->energy_j)},
+                          {"time_error_pct", pct(o.measured_time_s, o.cache_model->time_s)}};
     j["step_times"] = nlohmann::json::array();
     for (const auto& st : o.step_times)
       j["step_times"].push_back({{"kind", st.recompute ? std::string("recompute") : planner::to_string(st.kind)},
                                  {"node", st.node},
                                  {"predicted_s", st.predicted_s},
+                                 {"cached_fraction", opt(st.cached_fraction)},
+                                 {"cached_predicted_s", opt(st.cached_predicted_s)},
                                  {"measured_s", opt(st.measured_s)}});
     if (o.executed) {
       auto iteration = [](const app::ExecutedIteration& e) {
@@ -87,6 +96,16 @@ int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out)
   out << fmt::format("  time    {:>10.6g} s {:>10.6g} s  {:>+6.2f} %   (per step: |error| median {:.1f} %, p95 {:.1f} %)\n",
                      o.predicted_time_s, o.measured_time_s, pct(o.measured_time_s, o.predicted_time_s),
                      100 * o.step_error_median, 100 * o.step_error_p95);
+  if (o.cache_model) {
+    std::vector<double> errors;
+    for (const auto& st : o.step_times)
+      if (st.measured_s && st.predicted_s > 0)
+        errors.push_back(std::abs(*st.measured_s / st.cached_predicted_s.value_or(st.predicted_s) - 1));
+    out << fmt::format("  with the cache model: {:.6g} s  {:+.2f} %   (per step: |error| median {:.1f} %, p95 {:.1f} %)\n"
+                       "    {}\n",
+                       o.cache_model->time_s, pct(o.measured_time_s, o.cache_model->time_s), 100 * median(errors),
+                       100 * quantile(errors, 0.95), o.cache_model->description);
+  }
   if (o.iterations > 1) {
     const auto [lo, hi] = std::minmax_element(o.iteration_times_s.begin(), o.iteration_times_s.end());
     if (o.iteration_times_s.empty())

@@ -39,8 +39,8 @@ done
 pty=$(head -n 1 "$work/agent.out")
 [[ -n $pty ]] || { cat "$work/agent.err" >&2; exit 1; }
 
-echo "| model | budget | steps | predicted | measured (median) | iteration error | iterations' errors | per-step \|error\| median | p95 |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| model | budget | steps | predicted | measured (median) | iteration error | iterations' errors | per-step \|error\| median | p95 | with the cache model: predicted | error |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for model in "${models[@]}"; do
   db=$work/$model.db
   "$ergon" record --port "$pty" --model "$model" --loops "$loops" --db "$db" >"$work/record.log" 2>&1 ||
@@ -49,7 +49,7 @@ for model in "${models[@]}"; do
   for budget in "${budgets[@]}"; do
     if ! "$ergon" validate --model "$model" --db "$db" --budget "$budget" --gap 0.01 --execute --port "$pty" \
         --iterations "$iterations" --json >"$work/v.json" 2>"$work/v.err"; then
-      echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - |"
+      echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - | - | - |"
       continue
     fi
     if [[ -n ${ERGON_STEP_TABLE:-} ]]; then
@@ -58,8 +58,10 @@ import json, sys
 model, budget, path = sys.argv[1:4]
 for s in json.load(open(path))["step_times"]:
     if s["predicted_s"] >= 1e-4:
+        cached = (f"{s['cached_fraction']:.2f} | {s['cached_predicted_s'] * 1e6:.0f} us"
+                  if s.get("cached_fraction") is not None else "- | -")
         print(f"| {model} | {budget} | {s['kind']} {s['node']} | {s['predicted_s'] * 1e6:.0f} us "
-              f"| {s['measured_s'] * 1e6:.0f} us | {s['measured_s'] / s['predicted_s']:.2f} |")
+              f"| {s['measured_s'] * 1e6:.0f} us | {s['measured_s'] / s['predicted_s']:.2f} | {cached} |")
 EOF
     fi
     python3 - "$model" "$budget" "$work/v.json" <<'EOF'
@@ -70,8 +72,11 @@ p, m = v["predicted"]["time_s"], v["measured"]["time_s"]
 s = v["step_time_error"]
 its = v["iteration_times_s"]
 spread = f"{100 * (min(its) / p - 1):+.1f} to {100 * (max(its) / p - 1):+.1f} %" if its else "-"
+c = v.get("cache_model")
+u = c["time_s"] if c else None
+uncached = f"{u * 1e3:.2f} ms | {100 * (m / u - 1):+.1f} %" if u else "- | -"
 print(f"| {model} | {budget} | {v['steps']} | {p * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (m / p - 1):+.1f} % "
-      f"| {spread} | {s['median_pct']:.1f} % | {s['p95_pct']:.1f} % |")
+      f"| {spread} | {s['median_pct']:.1f} % | {s['p95_pct']:.1f} % | {uncached} |")
 EOF
   done
   # The profile again, after the validations: how far the machine's own speed moved while
@@ -86,8 +91,8 @@ EOF
 import json, statistics, sys
 model, a, b = sys.argv[1:4]
 key = lambda c: (c["op_id"], c["phase"])
-first = {key(c): c["time_s"] for c in json.load(open(a)) if c["kind"] != "idle"}
-again = {key(c): c["time_s"] for c in json.load(open(b)) if c["kind"] != "idle"}
+first = {key(c): c["time_s"] for c in json.load(open(a)) if c["kind"] != "idle" and c.get("copies", 0) == 0}
+again = {key(c): c["time_s"] for c in json.load(open(b)) if c["kind"] != "idle" and c.get("copies", 0) == 0}
 both = [k for k in first if k in again and first[k] > 0]
 ratios = [again[k] / first[k] - 1 for k in both]
 total = sum(again[k] for k in both) / sum(first[k] for k in both) - 1
@@ -105,7 +110,7 @@ if [[ -s $work/steps.md ]]; then
   echo
   echo "Each step of at least 100 us (its median over the iterations):"
   echo
-  echo "| model | budget | step | predicted | measured | measured / predicted |"
-  echo "|---|---|---|---|---|---|"
+  echo "| model | budget | step | predicted | measured | measured / predicted | cached share | with the cache model |"
+  echo "|---|---|---|---|---|---|---|---|"
   cat "$work/steps.md"
 fi

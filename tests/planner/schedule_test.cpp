@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/error.h"
 #include "planner/graph.h"
+#include "planner/reuse.h"
 #include "planner/schedule.h"
 #include "planner/zoo.h"
 #include "tests/support/test_graphs.h"
@@ -191,6 +193,43 @@ TEST(SimulatorTiming, AFreeWaitsForItsPageOutAndHoldsBackWhatFollows) {
   // b 1-3 s; page-out 3-3.5 s; the free waits for it; page-in 3.5-4 s; c 4-5 s.
   EXPECT_DOUBLE_EQ(r.makespan_s, 5);
   EXPECT_DOUBLE_EQ(r.compute_time_s, 4);
+}
+
+TEST(ReuseDistances, WeightsTheLastStepReadAreNearAtTheNextIterationsFirstDeeperLayersFurther) {
+  const auto g = build_training_graph(zoo_model("mlp", 1), LinearCosts());
+  ASSERT_TRUE(g.forward);
+  const Schedule s = store_all_schedule(g);
+  const auto touched = reuse_distances(g, s);
+  ASSERT_EQ(touched.size(), s.steps.size() - static_cast<std::size_t>(std::count_if(
+                                                  s.steps.begin(), s.steps.end(),
+                                                  [](const Step& st) { return st.kind == StepKind::kFree; })));
+  // In a loop every tensor was touched in the iteration before.
+  for (const auto& step : touched)
+    for (const TouchedTensor& t : step) EXPECT_LT(t.distance_bytes, kNeverTouched);
+  // Forward layer i reads its weights (the largest tensor it touches): the first layer's were
+  // read by the iteration's last step (its own backward), each deeper layer's a layer further back.
+  const auto& ops = g.forward->ops;
+  double previous = -1;
+  int linears = 0;
+  for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+    if (ops[static_cast<std::size_t>(i)].param_bytes == 0) continue;
+    const auto& step = touched[static_cast<std::size_t>(i)];  // store-all: entry i computes node i
+    const auto weights = std::max_element(step.begin(), step.end(), [](const TouchedTensor& a, const TouchedTensor& b) {
+      return a.bytes < b.bytes;
+    });
+    if (linears++ == 0) {
+      EXPECT_EQ(weights->distance_bytes, 0) << ops[static_cast<std::size_t>(i)].name;
+    }
+    EXPECT_GT(weights->distance_bytes, previous) << ops[static_cast<std::size_t>(i)].name;
+    previous = weights->distance_bytes;
+  }
+  EXPECT_GE(linears, 3);
+}
+
+TEST(ReuseDistances, AGraphWithoutTensorShapesHasNone) {
+  const auto g = small();
+  ASSERT_FALSE(g.forward);
+  EXPECT_TRUE(reuse_distances(g, store_all_schedule(g)).empty());
 }
 
 }  // namespace
