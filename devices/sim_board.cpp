@@ -85,6 +85,7 @@ void SimBoard::handle_frame(const proto::Frame& frame, int64_t now_ns,
     case proto::MsgType::kHelloRequest: {
       proto::Hello hello;
       hello.board_kind = board_.kind;
+      hello.protocol_version = options_.protocol_version;
       hello.firmware_version = board_.firmware_version;
       hello.tick_hz = board_.tick_hz;
       hello.time_scale_milli = static_cast<uint32_t>(std::lround(std::max(0.0, options_.time_scale) * 1000));

@@ -83,6 +83,9 @@ struct SimBoardOptions {
   /// The link kind the board talks to its host over (link_profiles()): what its transfers
   /// take and draw. Empty: default_link() for the board.
   std::string link;
+  /// The protocol version its Hello declares: an older firmware's, to test what a host of
+  /// this version leaves out for it (5 and up).
+  uint16_t protocol_version = protocol::kProtocolVersion;
 };
 
 /// A simulated board running the Ergon agent, without any I/O: host bytes go in through

@@ -130,6 +130,22 @@ TEST(RecordSession, ABoardKindBeyondTheKnownOnesIsRecordedAsTheBoardOptionSays) 
   EXPECT_FALSE(h.sink.plan.ops.empty()) << "the pi4's default profile plan";
 }
 
+TEST(RecordSession, ABoardOfProtocolV7GetsThePlanWithoutItsCacheEntriesAndTheRunSaysSo) {
+  RecordOptions options;
+  options.plan = one_linear_plan();
+  PlannedOp warm = options.plan->ops.front();
+  warm.op_id = 2;
+  warm.copies = 1;  // protocol v8: a v7 board would read it as the same entry from memory
+  options.plan->ops.push_back(warm);
+  Harness h(*find_board("pi4"), options, SimBoardOptions{.protocol_version = 7});
+  h.run(60);
+  ASSERT_EQ(h.session.state(), SessionState::kCompleted) << h.session.error();
+  ASSERT_EQ(h.sink.plan.ops.size(), 1U);
+  EXPECT_EQ(h.sink.plan.ops.front().copies, 0);
+  EXPECT_TRUE(has_event(h.sink.events, "1 cache entries (v8) are left out"));
+  EXPECT_EQ(h.sink.spans.size(), 2U);  // the one entry's two windows
+}
+
 TEST(RecordSession, SyncRepliesStampTheDeviceClock) {
   Harness h(*find_board("pi4"));
   h.run(120);
