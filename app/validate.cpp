@@ -131,7 +131,7 @@ void apply_cache_model(const ValidateRequest& args, const costdb::PlanRow& row, 
   } catch (const Error&) {
     return;  // the plan's costs came from there a moment ago; nothing to refine without them
   }
-  const auto& curve = costs->cache();
+  const auto curve = costs->cache();
   if (!curve) return;
   const auto touched = planner::reuse_distances(o.graph, o.schedule);
   if (touched.size() != o.step_times.size()) return;
@@ -152,7 +152,7 @@ void apply_cache_model(const ValidateRequest& args, const costdb::PlanRow& row, 
     if (bytes <= 0) continue;
     const double hit = hit_bytes / bytes;
     const auto phase = node.phase == planner::NodePhase::kForward ? profiler::Phase::kForward : profiler::Phase::kBackward;
-    const auto time_s = costs->time_at_hit(phase, node.flops, node.bytes_touched, hit);
+    const auto time_s = costs->time_at_hit(*curve, phase, node.flops, node.bytes_touched, hit);
     if (!time_s) continue;
     auto& step = o.step_times[entry];
     m.time_s += *time_s - step.predicted_s;

@@ -147,7 +147,7 @@ int run_costs(const CostsArgs& args, std::ostream& out) {
     paging("page-in time", m.pagein_time_fit(), m.pagein_power_w());
     paging("page-out time", m.pageout_time_fit(), m.pageout_power_w());
     out << "  measured shapes are used as measured; the fit serves every other shape\n";
-    if (const auto& c = m.cache()) {
+    if (const auto c = m.cache()) {
       out << fmt::format("  cache           = a byte last touched u bytes ago is still cached with probability "
                          "1 / (1 + (u / {:.3g} MiB)^{:g})   (fitted to {} ladder entries of {}: rms error {:.1f} %); "
                          "{} shapes measured warm too (ergon validate times steps by it)\n",

@@ -227,7 +227,7 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   }
   m.runs_ = static_cast<int>(runs.size());
   m.idle_power_w_ = std::max(0.0, median(idle));
-  m.fit_cache(cached);
+  m.keep_cache_entries(cached);
 
   std::vector<std::array<double, 3>> ct, it, ot;
   std::vector<const Row*> compute_rows, in_rows, out_rows;
@@ -547,7 +547,8 @@ double MeasuredCosts::CacheCurve::hit(double distance_bytes, double size_bytes) 
 namespace {
 
 /// The hit fraction of an op of `bytes` timed from memory (copies 0: the rotation's other
-/// copies between two runs on one) and warm (copies 1).
+/// copies between two runs on one) and warm (copies 1). The rotation is OpRunner's for the
+/// shape's counted bytes, which stand for the buffers the board allocated for it.
 std::pair<double, double> anchors(const MeasuredCosts::CacheCurve& c, double bytes) {
   const auto rotation = static_cast<double>(profiler::OpRunner::rotation_copies(static_cast<std::size_t>(bytes)));
   return {c.hit((rotation - 1) * bytes, bytes), c.hit(0, bytes)};
@@ -562,7 +563,7 @@ double interpolate(double cold_s, double warm_s, std::pair<double, double> h, do
 
 }  // namespace
 
-void MeasuredCosts::fit_cache(
+void MeasuredCosts::keep_cache_entries(
     const std::map<std::tuple<std::string, int, uint64_t, uint64_t, uint16_t>, std::vector<double>>& cached) {
   // Warm times, and per shape its ladder (copies >= 2).
   std::map<std::tuple<std::string, int, uint64_t, uint64_t>, std::vector<std::pair<double, double>>> ladders;
@@ -588,33 +589,53 @@ void MeasuredCosts::fit_cache(
   const auto bytes = static_cast<double>(bytes_count);
   // Every point of the ladder as (bytes touched since, time): the default rotation's, the
   // warm one and the ladder's.
-  std::vector<std::pair<double, double>> points;
+  Ladder l{.points = {}, .bytes = bytes, .entries = static_cast<int>(ladder->size()),
+           .shape = kind + " of " + std::to_string(bytes_count) + " bytes"};
   const auto rotation = static_cast<double>(profiler::OpRunner::rotation_copies(bytes_count));
-  points.emplace_back((rotation - 1) * bytes, exact(false, static_cast<profiler::Phase>(phase), flops, bytes_count)->time_s);
-  points.emplace_back(0, warm_.at({phase, flops, bytes_count}));
-  for (const auto& [copies, t] : *ladder) points.emplace_back((copies - 1) * bytes, t);
+  l.points.emplace_back((rotation - 1) * bytes,
+                        exact(false, static_cast<profiler::Phase>(phase), flops, bytes_count)->time_s);
+  l.points.emplace_back(0, warm_.at({phase, flops, bytes_count}));
+  for (const auto& [copies, t] : *ladder) l.points.emplace_back((copies - 1) * bytes, t);
+  ladder_ = std::move(l);
+}
+
+std::optional<MeasuredCosts::CacheCurve> MeasuredCosts::cache() const {
+  if (!ladder_) return std::nullopt;
+  auto curve = fit_cache_curve(ladder_->points, ladder_->bytes);
+  if (!curve) return std::nullopt;
+  curve->points = ladder_->entries;
+  curve->shape = ladder_->shape;
+  return curve;
+}
+
+std::optional<MeasuredCosts::CacheCurve> fit_cache_curve(std::span<const std::pair<double, double>> points,
+                                                         double bytes) {
+  if (points.size() < 3) return std::nullopt;
   // For each curve on a grid (C from an eighth of the op to 4 GiB, steepness from a soft edge
   // to an LRU cache's step), time = a + b x hit fraction by least squares in relative error;
-  // the curve that fits best stands. (The rotation's point need not be all from memory: on a
-  // cache larger than the rotation it is warm, and a and b come from the ladder alone.)
-  CacheCurve best;
+  // the curve that fits best stands. (A ladder's point from the default rotation need not be
+  // all from memory: on a cache larger than the rotation it is warm, and a and b come from
+  // the other points.)
+  MeasuredCosts::CacheCurve best;
   double best_err = std::numeric_limits<double>::infinity();
   constexpr int kSizes = 240;
   const double lo = std::log(bytes / 8), hi = std::log(4.0 * (1ULL << 30));
+  std::vector<double> h(points.size());
   for (const double steepness : {1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0}) {
     for (int i = 0; i <= kSizes; ++i) {
-      const CacheCurve c{.effective_bytes = std::exp(lo + (hi - lo) * i / kSizes), .steepness = steepness};
+      const MeasuredCosts::CacheCurve c{.effective_bytes = std::exp(lo + (hi - lo) * i / kSizes),
+                                        .steepness = steepness};
       // Weighted normal equations of t / t = (a + b h) / t.
       double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
-      std::vector<double> h;
-      for (const auto& [distance, t] : points) {
-        h.push_back(c.hit(distance, bytes));
+      for (std::size_t k = 0; k < points.size(); ++k) {
+        const auto [distance, t] = points[k];
+        h[k] = c.hit(distance, bytes);
         const double w = 1 / (t * t);
         s00 += w;
-        s01 += w * h.back();
-        s11 += w * h.back() * h.back();
+        s01 += w * h[k];
+        s11 += w * h[k] * h[k];
         r0 += w * t;
-        r1 += w * t * h.back();
+        r1 += w * t * h[k];
       }
       const double det = s00 * s11 - s01 * s01;
       if (det <= 1e-12 * s00 * s11) continue;  // every point equally cached: no edge to see
@@ -631,20 +652,18 @@ void MeasuredCosts::fit_cache(
       }
     }
   }
-  if (!std::isfinite(best_err)) return;
-  best.points = static_cast<int>(ladder->size());
+  if (!std::isfinite(best_err)) return std::nullopt;
+  best.points = static_cast<int>(points.size());
   best.rms_rel_error = std::sqrt(best_err / static_cast<double>(points.size()));
-  best.shape = kind + " of " + std::to_string(bytes_count) + " bytes";
-  cache_ = best;
+  return best;
 }
 
-std::optional<double> MeasuredCosts::time_at_hit(profiler::Phase phase, uint64_t flops, uint64_t bytes,
-                                                 double hit) const {
-  if (!cache_) return std::nullopt;
+std::optional<double> MeasuredCosts::time_at_hit(const CacheCurve& curve, profiler::Phase phase, uint64_t flops,
+                                                 uint64_t bytes, double hit) const {
   const auto warm = warm_.find({static_cast<int>(phase), flops, bytes});
   const auto cold = exact(false, phase, flops, bytes);
   if (warm == warm_.end() || !cold) return std::nullopt;
-  return interpolate(cold->time_s, warm->second, anchors(*cache_, static_cast<double>(bytes)), hit);
+  return interpolate(cold->time_s, warm->second, anchors(curve, static_cast<double>(bytes)), hit);
 }
 
 }  // namespace ergon::costdb

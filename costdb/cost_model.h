@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "costdb/costs.h"
@@ -153,14 +154,16 @@ class MeasuredCosts {
     /// are still cached after `distance_bytes` other bytes were touched since.
     [[nodiscard]] double hit(double distance_bytes, double size_bytes) const;
   };
-  /// None when the board's profiles ran no cache ladder (or it did not fit).
-  [[nodiscard]] const std::optional<CacheCurve>& cache() const { return cache_; }
-  /// The op's time when a fraction `hit` of its bytes is in cache (the curve's hit, weighted
+  /// The curve fitted to the board's cache ladder, on each call (a grid search of some tens
+  /// of milliseconds, which planning, needing no curve, never pays). None when the board's
+  /// profiles ran no cache ladder, or it did not fit.
+  [[nodiscard]] std::optional<CacheCurve> cache() const;
+  /// The op's time when a fraction `hit` of its bytes is in cache (`curve`'s hit, weighted
   /// by bytes): between its measurement from memory (copies 0, the rotation's own hit) and
-  /// its warm measurement (copies 1), linear in the hit fraction. None without a cache curve
-  /// or without both measurements of this shape in this phase.
-  [[nodiscard]] std::optional<double> time_at_hit(profiler::Phase phase, uint64_t flops, uint64_t bytes,
-                                                  double hit) const;
+  /// its warm measurement (copies 1), linear in the hit fraction. None without both
+  /// measurements of this shape in this phase.
+  [[nodiscard]] std::optional<double> time_at_hit(const CacheCurve& curve, profiler::Phase phase, uint64_t flops,
+                                                  uint64_t bytes, double hit) const;
   /// Shapes measured warm as well as from memory.
   [[nodiscard]] int warm_ops() const { return static_cast<int>(warm_.size()); }
 
@@ -179,13 +182,22 @@ class MeasuredCosts {
   [[nodiscard]] Cost paging(profiler::Phase phase, uint64_t bytes, const LinearFit& time,
                             double power_w) const;
   /// Times of the entries with copies != 0, by (kind, phase, flops, bytes, copies): keeps the
-  /// warm ones and fits the cache curve to the ladder.
-  void fit_cache(const std::map<std::tuple<std::string, int, uint64_t, uint64_t, uint16_t>, std::vector<double>>& cached);
+  /// warm ones and the longest ladder's points for cache().
+  void keep_cache_entries(
+      const std::map<std::tuple<std::string, int, uint64_t, uint64_t, uint16_t>, std::vector<double>>& cached);
 
   std::vector<Row> rows_;
   /// Warm times (copies 1) by (phase, flops, bytes).
   std::map<std::tuple<int, uint64_t, uint64_t>, double> warm_;
-  std::optional<CacheCurve> cache_;
+  /// The cache ladder: (bytes touched since, time) for its default rotation, warm and each
+  /// entry of copies >= 2, the op's own bytes, its entries of copies >= 2, and what op it is.
+  struct Ladder {
+    std::vector<std::pair<double, double>> points;
+    double bytes = 0;
+    int entries = 0;
+    std::string shape;
+  };
+  std::optional<Ladder> ladder_;
   LinearFit compute_time_;
   PowerModel compute_power_;
   LinearFit pagein_time_, pageout_time_;
@@ -195,5 +207,13 @@ class MeasuredCosts {
   std::string power_mode_;
   int runs_ = 0;
 };
+
+/// Fits a cache curve to one op timed at several reuse distances: `points` are (bytes of other
+/// data touched since the op's own data was last touched, time), `bytes` the op's own data;
+/// the time is taken as linear in the share cached (MeasuredCosts::CacheCurve). Its `points`
+/// and `rms_rel_error` are over all the points; nullopt with fewer than 3, or when no curve
+/// on the grid tells them apart.
+std::optional<MeasuredCosts::CacheCurve> fit_cache_curve(std::span<const std::pair<double, double>> points,
+                                                         double bytes);
 
 }  // namespace ergon::costdb

@@ -9,6 +9,10 @@
 
 #include <algorithm>
 #include <array>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace ergon::costdb {
@@ -137,25 +141,26 @@ TEST_F(MeasuredCostsTest, ACacheLadderGivesTheCacheAnOpsDataReallyGets) {
   const profiler::OpShape layer = profiler::linear(32, 1024, 1024, Phase::kForward);
   store_cached_profile(db, 8.0 * (1 << 20), layer, 60e-6);
   const MeasuredCosts costs = MeasuredCosts::from_database(db, "pi4");
-  ASSERT_TRUE(costs.cache());
+  const auto curve = costs.cache();
+  ASSERT_TRUE(curve);
   // Between the ladder's last entry still all cached (31 copies back: 5.8 MiB, and its own
   // 0.2 MiB) and its first all gone (47 back: 8.8 MiB).
-  EXPECT_GT(costs.cache()->effective_bytes / (1 << 20), 6.0);
-  EXPECT_LT(costs.cache()->effective_bytes / (1 << 20), 8.8);
-  EXPECT_LT(costs.cache()->rms_rel_error, 0.05);
-  EXPECT_EQ(costs.cache()->points, 13);
+  EXPECT_GT(curve->effective_bytes / (1 << 20), 6.0);
+  EXPECT_LT(curve->effective_bytes / (1 << 20), 8.8);
+  EXPECT_LT(curve->rms_rel_error, 0.05);
+  EXPECT_EQ(curve->points, 13);
   // The planner's costs are the ones from memory, never the warm ones.
   const uint64_t bytes = layer.bytes_in + layer.bytes_out;
   EXPECT_DOUBLE_EQ(costs.compute(Phase::kForward, layer.flops, bytes).time_s, 120e-6);
   EXPECT_EQ(costs.warm_ops(), 2);
   // All cached: its warm time; nothing cached: its time from memory.
-  EXPECT_NEAR(*costs.time_at_hit(Phase::kForward, layer.flops, bytes, 1.0), 60e-6, 1e-9);
-  EXPECT_NEAR(*costs.time_at_hit(Phase::kForward, layer.flops, bytes, 0.0), 120e-6, 1e-9);
-  const double half = *costs.time_at_hit(Phase::kForward, layer.flops, bytes, 0.5);
+  EXPECT_NEAR(*costs.time_at_hit(*curve, Phase::kForward, layer.flops, bytes, 1.0), 60e-6, 1e-9);
+  EXPECT_NEAR(*costs.time_at_hit(*curve, Phase::kForward, layer.flops, bytes, 0.0), 120e-6, 1e-9);
+  const double half = *costs.time_at_hit(*curve, Phase::kForward, layer.flops, bytes, 0.5);
   EXPECT_GT(half, 60e-6);
   EXPECT_LT(half, 120e-6);
   // A shape never measured warm has no cached time.
-  EXPECT_FALSE(costs.time_at_hit(Phase::kBackward, layer.flops, bytes, 1.0));
+  EXPECT_FALSE(costs.time_at_hit(*curve, Phase::kBackward, layer.flops, bytes, 1.0));
 }
 
 TEST_F(MeasuredCostsTest, ALargerCacheKeepsDataFurtherBack) {
@@ -191,8 +196,36 @@ TEST_F(MeasuredCostsTest, AProfileWithoutCacheEntriesHasNoCacheCurve) {
   store_profile(db, ops);
   const MeasuredCosts costs = MeasuredCosts::from_database(db, "pi4");
   EXPECT_FALSE(costs.cache());
-  const auto layer = profiler::linear(1, 1024, 1024, Phase::kForward);
-  EXPECT_FALSE(costs.time_at_hit(Phase::kForward, layer.flops, layer.bytes_in + layer.bytes_out, 1.0));
+  EXPECT_EQ(costs.warm_ops(), 0);
+}
+
+TEST(CacheCurve, FitsARealMachinesLatencyAgainstWorkingSetToItsLastLevelCache) {
+  // A list walk of W bytes touches W - 64 other bytes between two loads of one line: beyond
+  // the L2 (from 256 KiB on), the edge left is the 4 MiB L3's.
+  std::ifstream in(std::string(ERGON_TEST_DATA_DIR) + "/cache/kaby_lake_list_latency.txt");
+  ASSERT_TRUE(in);
+  std::vector<std::pair<double, double>> points;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    double kib = 0, ns = 0;
+    ASSERT_TRUE(fields >> kib >> ns) << line;
+    if (kib >= 256) points.emplace_back(kib * 1024 - 64, ns * 1e-9);
+  }
+  ASSERT_EQ(points.size(), 7U);
+  const auto curve = fit_cache_curve(points, 64);
+  ASSERT_TRUE(curve);
+  EXPECT_GT(curve->effective_bytes / (1 << 20), 3.0);
+  EXPECT_LT(curve->effective_bytes / (1 << 20), 5.0);
+  EXPECT_LT(curve->rms_rel_error, 0.06);
+  EXPECT_GT(curve->hit(1 << 20, 64), 0.9);   // the L3 holds a list of 1 MiB
+  EXPECT_LT(curve->hit(16 << 20, 64), 0.1);  // not one of 16 MiB
+}
+
+TEST(CacheCurve, TwoPointsAreTooFewToFit) {
+  const std::vector<std::pair<double, double>> points = {{0, 1e-6}, {1e9, 2e-6}};
+  EXPECT_FALSE(fit_cache_curve(points, 64));
 }
 
 }  // namespace
