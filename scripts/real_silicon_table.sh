@@ -9,12 +9,15 @@
 #   scripts/real_silicon_table.sh [MODEL ...]   (default: mlp resnet18-cifar mobilenetv2-cifar bert-tiny)
 #   ERGON_BUDGETS="100% 75% 50%"   budgets to validate
 #   ERGON_STEP_TABLE=1   also print every step of at least 100 us: predicted, measured, their ratio
+#   ERGON_CLI, ERGON_AGENT   the programs to run (default: build/cli/ergon, build/agent/ergon-agent;
+#                            scripts/bundle_host_tools.sh makes a bundle to run them elsewhere)
+#   ERGON_TABLE_KEEP=DIR     also keep each validation's JSON there (MODEL-BUDGET.json)
 # Needs build/ (cmake --build --preset default). Time it on a quiet machine: every figure is a
 # wall-clock measurement, and other load shows up in it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ergon=build/cli/ergon
-agent=build/agent/ergon-agent
+ergon=${ERGON_CLI:-build/cli/ergon}
+agent=${ERGON_AGENT:-build/agent/ergon-agent}
 [[ -x $ergon && -x $agent ]] || { echo "real_silicon_table: build first (cmake --build --preset default)" >&2; exit 1; }
 command -v python3 >/dev/null || { echo "real_silicon_table: python3 is missing" >&2; exit 1; }
 models=("$@")
@@ -52,6 +55,7 @@ for model in "${models[@]}"; do
       echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - | - | - |"
       continue
     fi
+    [[ -n ${ERGON_TABLE_KEEP:-} ]] && mkdir -p "$ERGON_TABLE_KEEP" && cp "$work/v.json" "$ERGON_TABLE_KEEP/$model-${budget%\%}.json"
     if [[ -n ${ERGON_STEP_TABLE:-} ]]; then
       python3 - "$model" "$budget" "$work/v.json" >>"$work/steps.md" <<'EOF'
 import json, sys

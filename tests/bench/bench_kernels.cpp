@@ -6,6 +6,7 @@
 
 #include <Eigen/Dense>
 
+#include <chrono>
 #include <random>
 #include <vector>
 
@@ -112,6 +113,61 @@ void linear_1024(benchmark::State& state, std::size_t sets) {
 void BM_Linear1024Warm(benchmark::State& state) { linear_1024(state, 1); }
 void BM_Linear1024FromMemory(benchmark::State& state) { linear_1024(state, 24); }  // 24 x 4 MiB
 
+// The same linear inside a training loop (docs/accuracy.md, "A second machine"): six such
+// layers forward, then backward, each reading its own 4 MiB of weights and the backward
+// writing its 4 MiB weight gradient (24 MiB of weights, 24 MiB of gradients). Manual time:
+// the mean forward (or backward) of one layer, to set beside the rotations that the profile
+// times (BM_Linear1024FromMemory, BM_Linear1024BackwardFromMemory). Run them with
+// --benchmark_enable_random_interleaving=true: this machine's speed drifts between runs.
+void linear_1024_in_training(benchmark::State& state, bool time_backward) {
+  constexpr std::size_t kLayers = 6;
+  std::vector<std::vector<float>> x(kLayers), w(kLayers), dw(kLayers);
+  for (std::size_t k = 0; k < kLayers; ++k) {
+    x[k] = random_values(1024);
+    w[k] = random_values(1024 * 1024);
+    dw[k] = std::vector<float>(1024 * 1024);
+  }
+  std::vector<float> y(1024), dy = random_values(1024), dx(1024);
+  using Clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    Clock::duration timed{};
+    for (std::size_t k = 0; k < kLayers; ++k) {
+      const auto begin = Clock::now();
+      linear_forward(1, 1024, 1024, x[k], w[k], y);
+      if (!time_backward) timed += Clock::now() - begin;
+    }
+    for (std::size_t k = kLayers; k-- > 0;) {
+      const auto begin = Clock::now();
+      linear_backward(1, 1024, 1024, x[k], w[k], dy, dx, dw[k]);
+      if (time_backward) timed += Clock::now() - begin;
+    }
+    benchmark::DoNotOptimize(dx.data());
+    state.SetIterationTime(std::chrono::duration<double>(timed).count() / kLayers);
+  }
+}
+void BM_Linear1024ForwardInTraining(benchmark::State& state) { linear_1024_in_training(state, false); }
+void BM_Linear1024BackwardInTraining(benchmark::State& state) { linear_1024_in_training(state, true); }
+
+// The backward as the profile times it: its operands and weight gradient rotated through
+// 12 sets (96 MiB).
+void BM_Linear1024BackwardFromMemory(benchmark::State& state) {
+  constexpr std::size_t kSets = 12;
+  std::vector<std::vector<float>> x(kSets), w(kSets), dy(kSets), dx(kSets), dw(kSets);
+  for (std::size_t k = 0; k < kSets; ++k) {
+    x[k] = random_values(1024);
+    w[k] = random_values(1024 * 1024);
+    dy[k] = random_values(1024);
+    dx[k] = std::vector<float>(1024);
+    dw[k] = std::vector<float>(1024 * 1024);
+  }
+  std::size_t k = 0;
+  for (auto _ : state) {
+    linear_backward(1, 1024, 1024, x[k], w[k], dy[k], dx[k], dw[k]);
+    benchmark::DoNotOptimize(dw[k].data());
+    k = (k + 1) % kSets;
+  }
+}
+
 // relu's backward on 1024 elements: the same data every repetition (what the profile fed it)
 // against a new set each time. Equal since the kernel is branch-free.
 void relu_backward_1024(benchmark::State& state, std::size_t sets) {
@@ -136,6 +192,9 @@ void BM_ReluBackwardFreshData(benchmark::State& state) { relu_backward_1024(stat
 
 BENCHMARK(BM_Linear1024Warm)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Linear1024FromMemory)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Linear1024ForwardInTraining)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Linear1024BackwardFromMemory)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Linear1024BackwardInTraining)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ReluBackwardSameData)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ReluBackwardFreshData)->Unit(benchmark::kMicrosecond);
 
