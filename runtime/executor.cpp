@@ -3,12 +3,15 @@
 #include "planner/pipeline.h"
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <climits>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <span>
@@ -589,9 +592,32 @@ class TrainingIteration::Impl {
   std::map<int, Buffer> input_grad_parts_;
 };
 
+namespace {
+
+/// Keeps the memory an iteration frees for the next one, as a training framework's caching
+/// allocator does and as the profile's buffers (allocated once, run after run) are kept.
+/// glibc's defaults give it back to the kernel instead: a freed top of the heap beyond the
+/// trim threshold is returned at once (next_iteration frees every activation together), and
+/// a buffer above the mmap threshold is a fresh mapping each time. The next iteration then
+/// faults every page in again: in bert-tiny's second layer 100 to 144 faults per step, 3 times
+/// the step's time, in every iteration (docs/accuracy.md, "Page faults in every iteration").
+/// Process-wide, once: buffers up to glibc's largest mmap threshold come from the heap, and
+/// the heap is not trimmed.
+void keep_freed_memory() {
+#if defined(__GLIBC__)
+  static std::once_flag once;
+  std::call_once(once, [] {
+    ::mallopt(M_MMAP_THRESHOLD, static_cast<int>(4 * 1024 * 1024 * sizeof(long)));
+    ::mallopt(M_TRIM_THRESHOLD, INT_MAX);
+  });
+#endif
+}
+
+}  // namespace
+
 TrainingIteration::TrainingIteration(const planner::ForwardGraph& forward, const planner::TrainingGraph& graph,
                                      std::filesystem::path scratch, uint32_t seed)
-    : impl_(std::make_unique<Impl>(forward, graph, std::move(scratch), seed)) {}
+    : impl_((keep_freed_memory(), std::make_unique<Impl>(forward, graph, std::move(scratch), seed))) {}
 TrainingIteration::~TrainingIteration() = default;
 const std::vector<std::vector<float>>& TrainingIteration::parameters() const { return impl_->parameters(); }
 void TrainingIteration::set_parameters(const std::vector<std::vector<float>>& parameters) {

@@ -69,7 +69,8 @@ class TrainingIteration {
   /// Starts the iteration over on the same parameters and data, as a training loop's next
   /// iteration does (without an optimizer step, it computes the same gradients): nothing in
   /// memory or paged, counts at zero. The process's allocations are warm by then: where the
-  /// first iteration faulted pages in and grew the heap, the second reuses them.
+  /// first iteration faulted pages in and grew the heap, the second reuses them (a
+  /// TrainingIteration keeps the process's freed memory from going back to the kernel).
   void next_iteration();
 
  private:
