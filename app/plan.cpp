@@ -78,6 +78,12 @@ std::vector<std::string> fill_defaults(PlanArgs& args, const std::string& db_pat
 
 bool time_objective(const PlanArgs& args) { return args.objective == "time"; }
 
+costdb::TimedIn timed_in(const PlanArgs& args) {
+  if (args.costs == "profile") return costdb::TimedIn::kProfile;
+  if (args.costs == "iteration") return costdb::TimedIn::kIteration;
+  throw InputError("--costs " + args.costs + ": profile or iteration");
+}
+
 planner::TrainingGraph time_objective_graph(planner::TrainingGraph graph) {
   for (auto& n : graph.nodes) {
     n.energy_j = n.time_s;
@@ -189,16 +195,20 @@ BoardCosts board_costs(const PlanArgs& args) {
       try {
         const std::optional<std::string> mode =
             args.power_mode.empty() ? std::nullopt : std::optional<std::string>(args.power_mode);
-        costs.emplace(costdb::MeasuredCosts::from_database(*db, args.board, mode));
+        costs.emplace(costdb::MeasuredCosts::from_database(*db, args.board, mode, timed_in(args)));
       } catch (const Error& e) {
         fall_back(e.what());
       }
       if (costs) {
         const std::string where = fmt::format(
-            "measured on {}{} ({} op shapes from {} run(s) in {}; elsewhere a fit with cross-validated error "
+            "measured on {}{} ({} op shapes from {} run(s) in {}{}; elsewhere a fit with cross-validated error "
             "{:.1f} % in time",
             args.board, costs->power_mode().empty() ? "" : " in mode " + costs->power_mode(), costs->measured_ops(),
-            costs->runs(), args.db, 100 * costs->compute_time_fit().cv_median);
+            costs->runs(), args.db,
+            timed_in(args) == costdb::TimedIn::kIteration
+                ? fmt::format(", {} of them timed inside executed iterations", costs->iteration_shapes())
+                : std::string(),
+            100 * costs->compute_time_fit().cv_median);
         if (costs->has_energy()) {
           source = fmt::format("costs: {}, {:.1f} % in energy (median))", where, 100 * costs->compute_power().cv_median);
           measured.emplace(std::move(*costs));

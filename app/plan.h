@@ -12,6 +12,10 @@
 #include "planner/poet.h"
 #include "planner/schedule.h"
 
+namespace ergon::costdb {
+enum class TimedIn;  // costdb/cost_model.h
+}  // namespace ergon::costdb
+
 namespace ergon::app {
 
 class MeasuredCostModel;
@@ -41,7 +45,15 @@ struct PlanArgs {
   /// in another (two switches per iteration). "auto": the least energy over the modes, and
   /// over per-phase pairs when switching takes under 5 % of a pass.
   std::string power_mode;
+  /// Where measured costs come from (with `db`): "profile" (ergon record's windows), or
+  /// "iteration": shapes that an executed schedule timed inside training iterations take
+  /// those times (ergon validate --execute --port, then ergon attribute), the rest the
+  /// profile's (costdb::TimedIn).
+  std::string costs = "profile";
 };
+
+/// The measured costs that `args.costs` names; InputError for another word.
+costdb::TimedIn timed_in(const PlanArgs& args);
 
 /// Fills what the user left empty from the cost database `db` (may be empty or missing):
 /// `board`: the only board kind with attributed costs in `db`, else pi4; `objective`: time

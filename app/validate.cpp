@@ -127,7 +127,8 @@ void apply_cache_model(const ValidateRequest& args, const costdb::PlanRow& row, 
   try {
     auto db = costdb::Database::open_read_only(args.db);
     costs.emplace(costdb::MeasuredCosts::from_database(
-        db, row.board_kind, row.power_mode.empty() ? std::nullopt : std::optional<std::string>(row.power_mode)));
+        db, row.board_kind, row.power_mode.empty() ? std::nullopt : std::optional<std::string>(row.power_mode),
+        timed_in(args.plan)));
   } catch (const Error&) {
     return;  // the plan's costs came from there a moment ago; nothing to refine without them
   }

@@ -65,6 +65,12 @@ void add_board_and_mode(CLI::App& cmd, app::PlanArgs& args, const std::string& p
                      ", or a descriptor file (default: the only board with costs in --db, else pi4)")
       ->transform(board_name_or_file());
   cmd.add_option("--power-mode", args.power_mode, power_mode_help);
+  cmd.add_option("--costs", args.costs,
+                 "with --db: profile (ergon record's windows), or iteration: shapes that ergon validate --execute "
+                 "--port timed inside training iterations take those times (ergon attribute first), the rest "
+                 "the profile's")
+      ->check(CLI::IsMember({"profile", "iteration"}))
+      ->capture_default_str();
 }
 
 void add_deadline(CLI::App& cmd, app::PlanArgs& args) {

@@ -165,12 +165,14 @@ std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>>
 }
 
 MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& board,
-                                           const std::optional<std::string>& power_mode) {
+                                           const std::optional<std::string>& power_mode, TimedIn source) {
   MeasuredCosts m;
   std::set<int64_t> runs;
   std::vector<double> idle;
   // The same shape measured in several runs is averaged.
   std::map<std::tuple<std::string, int, uint64_t, uint64_t>, std::vector<const OpCostRow*>> by_shape;
+  // TimedIn::kIteration: the same shape timed by executed iterations' steps.
+  std::map<std::tuple<std::string, int, uint64_t, uint64_t>, std::vector<const OpCostRow*>> in_iterations;
   const auto rows = list_op_costs(db, board, std::nullopt, power_mode);
   std::map<std::tuple<std::string, int, uint64_t, uint64_t, uint16_t>, std::vector<double>> cached;
   std::set<std::string> modes;
@@ -185,7 +187,16 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   for (const OpCostRow& r : rows) {
     if (r.op_kind.empty() || r.op_kind == "idle" || r.op_kind == "transfer" || r.time_s <= 0) continue;
     // A validation's schedule steps measure the schedule, not the shape: planning on them
-    // would compare predictions with their own measurements.
+    // would compare predictions with their own measurements. Only when asked for, an
+    // executed schedule's steps (each the median of its iterations) stand for their shapes.
+    if (r.run_plan && *r.run_plan == RunPlan::kExecute && source == TimedIn::kIteration) {
+      if (r.copies == 0)
+        in_iterations[{r.op_kind, static_cast<int>(r.phase), r.flops,
+                       r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out}]
+            .push_back(&r);
+      runs.insert(r.run_id);
+      continue;
+    }
     if (r.run_plan && *r.run_plan != RunPlan::kProfile) continue;
     // Windows of a profile plan span >= 50 samples; shorter ones (a schedule's steps, run
     // once each) are too noisy to stand for their shape. Without samples (a time cost only),
@@ -203,6 +214,10 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
       continue;
     }
     by_shape[{r.op_kind, static_cast<int>(r.phase), r.flops, bytes}].push_back(&r);
+  }
+  for (auto& [key, group] : in_iterations) {
+    by_shape[key] = std::move(group);
+    ++m.iteration_shapes_;
   }
   for (const auto& [key, group] : by_shape) {
     Row row;

@@ -71,6 +71,12 @@ std::vector<LinkCostFit> list_link_costs(Database& db, const std::optional<std::
 std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>> rows,
                                           FitShape shape = FitShape::kLinear);
 
+/// Where MeasuredCosts takes a shape's costs from.
+enum class TimedIn {
+  kProfile,    ///< the profile plan's windows (ergon record)
+  kIteration,  ///< executed iterations' steps where they ran the shape, else the profile's
+};
+
 /// One board's costs from op_costs: per repetition, gross energy (the board's whole power,
 /// idle included, as the planner's graphs count it), where power samples measured it. Time is a roofline fitted to the
 /// measured ops; energy is that time x the board's power while running ops of the same bound
@@ -84,8 +90,17 @@ class MeasuredCosts {
   /// `power_mode` (costs differ by mode). Without a mode, the board's runs must all be in one
   /// (or not say). Throws InputError when there are too few to fit (fewer than 3 compute ops,
   /// or no page-in or page-out of 2 sizes), or when a mode must be chosen.
+  /// `source` TimedIn::kIteration: where a schedule executed on real tensors (`ergon validate
+  /// --execute --port`, runs.plan 'execute') timed a shape inside training iterations, that
+  /// time stands for the shape instead of the profile's; shapes no iteration ran keep the
+  /// profile's. A profile times each shape in a window of its own, run after run; inside an
+  /// iteration it runs among its neighbours (docs/accuracy.md, "Costs measured inside an
+  /// iteration").
   static MeasuredCosts from_database(Database& db, const std::string& board,
-                                     const std::optional<std::string>& power_mode = std::nullopt);
+                                     const std::optional<std::string>& power_mode = std::nullopt,
+                                     TimedIn source = TimedIn::kProfile);
+  /// How many shapes' costs came from executed iterations (TimedIn::kIteration).
+  [[nodiscard]] int iteration_shapes() const { return iteration_shapes_; }
   /// The power mode the costs were measured in (empty when the runs did not say).
   [[nodiscard]] const std::string& power_mode() const { return power_mode_; }
 
@@ -206,6 +221,7 @@ class MeasuredCosts {
   bool has_energy_ = false;
   std::string power_mode_;
   int runs_ = 0;
+  int iteration_shapes_ = 0;
 };
 
 /// Fits a cache curve to one op timed at several reuse distances: `points` are (bytes of other

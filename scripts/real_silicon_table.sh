@@ -6,6 +6,8 @@
 # timing ERGON_ITERATIONS iterations (default 5). Prints one Markdown row per model and budget:
 # predicted and measured iteration time (the median iteration), its error, the range of the
 # iterations' errors, and the median and p95 of |error| per step (each step's median time).
+# Then each budget but 100 % again, planned on costs measured inside iterations (--costs
+# iteration: the 100 % validation's executed steps, attributed, stand for their shapes).
 #   scripts/real_silicon_table.sh [MODEL ...]   (default: mlp resnet18-cifar mobilenetv2-cifar bert-tiny)
 #   ERGON_BUDGETS="100% 75% 50%"   budgets to validate
 #   ERGON_STEP_TABLE=1   also print every step of at least 100 us: predicted, measured, their ratio
@@ -56,6 +58,9 @@ for model in "${models[@]}"; do
       continue
     fi
     cp "$work/v.json" "$work/$model-${budget%\%}.json"
+    # The 100 % schedule's executed steps become costs (--costs iteration, below); the other
+    # budgets' executions stay unattributed, so no schedule is predicted from its own steps.
+    [[ $budget == 100% ]] && "$ergon" attribute --db "$db" >/dev/null
     [[ -n ${ERGON_TABLE_KEEP:-} ]] && mkdir -p "$ERGON_TABLE_KEEP" && cp "$work/v.json" "$ERGON_TABLE_KEEP/$model-${budget%\%}.json"
     if [[ -n ${ERGON_STEP_TABLE:-} ]]; then
       python3 - "$model" "$budget" "$work/v.json" >>"$work/steps.md" <<'EOF'
@@ -87,29 +92,29 @@ EOF
   # The profile again, after the validations: how far the machine's own speed moved while
   # they ran (each op's time in the second profile against the first, and the sum over the
   # ops). A validation cannot be closer than this.
-  # The 100 % schedule's own measured steps as the costs of the others: each compute or
-  # recomputation of a node takes what that node's step took in the 100 % run (paging steps
-  # keep their prediction). A per-op cost model measured inside an iteration could do no
-  # better; where this misses too, the machine moved between the validations.
-  python3 - "$model" "$work" >>"$work/context.md" <<'EOF'
+  # Costs measured inside iterations: each other budget planned and validated again with
+  # --costs iteration, where the 100 % schedule's executed steps stand for their shapes.
+  if [[ -s $work/$model-100.json ]]; then
+    for budget in "${budgets[@]}"; do
+      [[ $budget == 100% ]] && continue
+      if ! "$ergon" validate --model "$model" --db "$db" --budget "$budget" --gap 0.01 --execute --port "$pty" \
+          --costs iteration --iterations "$iterations" --json >"$work/vi.json" 2>"$work/v.err"; then
+        echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - |" >>"$work/iteration.md"
+        continue
+      fi
+      python3 - "$model" "$budget" "$work/vi.json" "$work/$model-${budget%\%}.json" >>"$work/iteration.md" <<'EOF'
 import json, os, sys
-model, work = sys.argv[1:3]
-base_path = f"{work}/{model}-100.json"
-if os.path.exists(base_path):
-    ran = {s["node"]: s["measured_s"] for s in json.load(open(base_path))["step_times"] if s["kind"] == "compute"}
-    for name in sorted(os.listdir(work)):
-        if not name.startswith(model + "-") or not name.endswith(".json") or name == f"{model}-100.json":
-            continue
-        budget = name[len(model) + 1:-5]
-        if not budget.isdigit():
-            continue
-        v = json.load(open(f"{work}/{name}"))
-        taken = [ran[s["node"]] if s["kind"] in ("compute", "recompute") and s["node"] in ran else s["predicted_s"]
-                 for s in v["step_times"]]
-        p, m = sum(taken), v["measured"]["time_s"]
-        print(f"| {model} | {budget}% | {v['predicted']['time_s'] * 1e3:.2f} ms | {p * 1e3:.2f} ms | {m * 1e3:.2f} ms "
-              f"| {100 * (m / v['predicted']['time_s'] - 1):+.1f} % | {100 * (m / p - 1):+.1f} % |")
+model, budget, path, profile_path = sys.argv[1:5]
+v = json.load(open(path))
+p, m = v["predicted"]["time_s"], v["measured"]["time_s"]
+before = "-"
+if os.path.exists(profile_path):
+    w = json.load(open(profile_path))
+    before = f"{100 * (w['measured']['time_s'] / w['predicted']['time_s'] - 1):+.1f} %"
+print(f"| {model} | {budget} | {v['steps']} | {p * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (m / p - 1):+.1f} % | {before} |")
 EOF
+    done
+  fi
   "$ergon" record --port "$pty" --model "$model" --loops "$loops" --db "$db.again" >"$work/record.log" 2>&1 ||
     { tail -n 3 "$work/record.log" >&2; exit 1; }
   "$ergon" attribute --db "$db.again" >/dev/null
@@ -134,13 +139,13 @@ echo
 echo "| model | op shapes | sum of op times | per-op \|change\| median | least | most |"
 echo "|---|---|---|---|---|---|"
 cat "$work/repeat.md"
-if [[ -s $work/context.md ]]; then
+if [[ -s $work/iteration.md ]]; then
   echo
-  echo "The 100 % schedule's measured steps as the costs of the other schedules (the floor the machine leaves):"
+  echo "Planned and validated again on costs measured inside iterations (--costs iteration: the 100 % schedule's executed steps):"
   echo
-  echo "| model | budget | predicted from the profile | from the 100 % run's steps | measured | error | error |"
+  echo "| model | budget | steps | predicted | measured (median) | iteration error | error from the profile (above) |"
   echo "|---|---|---|---|---|---|---|"
-  cat "$work/context.md"
+  cat "$work/iteration.md"
 fi
 if [[ -s $work/steps.md ]]; then
   echo

@@ -110,6 +110,48 @@ TEST_F(MeasuredCostsTest, ABackwardPassWithItsForwardPassesCountsKeepsItsOwnMeas
   EXPECT_TRUE(costs.compute(Phase::kBackward, first.flops, bytes).measured);
 }
 
+/// An executed schedule's steps (runs.plan 'execute'), each timed once per iteration.
+void store_execution(Database& db, const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double>>& steps) {
+  RunWriter run(db, testing::sim_board(), "sim", 2, RunPlan::kExecute);
+  std::vector<OpCostRow> rows;
+  uint32_t id = 1;
+  for (const auto& [shape, phase, time_s] : steps) {
+    run.add_op(id, shape, phase);
+    rows.push_back({.run_id = run.run_id(), .op_id = id, .phase = phase, .time_s = time_s});
+    ++id;
+  }
+  replace_attribution(db, run.run_id(), {}, rows);
+  db.commit_batch();
+}
+
+TEST_F(MeasuredCostsTest, CostsFromIterationsTakeTheExecutedStepsTimesAndTheProfileForTheRest) {
+  using profiler::Phase;
+  auto db = Database::open(db_path());
+  const profiler::OpShape hidden = profiler::linear(1, 1024, 1024, Phase::kForward);
+  const profiler::OpShape first = profiler::linear(1, 784, 1024, Phase::kForward);
+  std::vector<std::tuple<profiler::OpShape, Phase, double>> ops = {
+      {first, Phase::kForward, 100e-6},
+      {hidden, Phase::kForward, 120e-6},
+      {profiler::linear(1, 1024, 10, Phase::kForward), Phase::kForward, 5e-6},
+  };
+  add_paging(ops);
+  store_profile(db, ops);
+  // The same hidden layer, inside an iteration, took 150 us; the first layer did not run.
+  store_execution(db, {{hidden, Phase::kForward, 150e-6}});
+  const uint64_t hidden_bytes = hidden.bytes_in + hidden.bytes_out;
+  const uint64_t first_bytes = first.bytes_in + first.bytes_out;
+
+  const MeasuredCosts profile = MeasuredCosts::from_database(db, "pi4");
+  EXPECT_DOUBLE_EQ(profile.compute(Phase::kForward, hidden.flops, hidden_bytes).time_s, 120e-6);
+  EXPECT_EQ(profile.iteration_shapes(), 0);
+
+  const MeasuredCosts iteration = MeasuredCosts::from_database(db, "pi4", std::nullopt, TimedIn::kIteration);
+  EXPECT_DOUBLE_EQ(iteration.compute(Phase::kForward, hidden.flops, hidden_bytes).time_s, 150e-6);
+  EXPECT_DOUBLE_EQ(iteration.compute(Phase::kForward, first.flops, first_bytes).time_s, 100e-6);
+  EXPECT_EQ(iteration.iteration_shapes(), 1);
+  EXPECT_EQ(iteration.runs(), 2);
+}
+
 /// The profile of the test above, and a cache ladder timed on an ideal LRU cache of
 /// `cache_bytes`: an add whose 192 KiB take 20 us warm and 100 us from memory, linear in the
 /// share of its bytes still cached after (copies - 1) copies were touched.
