@@ -159,6 +159,9 @@ int collect_pareto(const ParetoArgs& args, const ParetoSlurm& slurm, const Paret
                        cell.power_mode.empty() ? "" : " in " + cell.power_mode,
                        task.state == "done" ? "the task ended well but its plan is not in this --db (another --db?)"
                                             : task.reason);
+  // 2 while any cell is still to come, even beside a failed one: a caller polling until the
+  // status is not 2 must not stop before every cell has ended (and its failure is listed).
+  if (count["running"] + count["pending"] > 0) return 2;
   if (!troubled.empty()) return 1;
   return missing.empty() ? 0 : 2;
 }
