@@ -128,6 +128,34 @@ struct ColumnForm {
   std::vector<double> value, row_lower, row_upper, col_lower, col_upper;
 };
 
+/// A forked child and the read end of the pipe it reports through.
+struct Forked {
+  pid_t pid = -1;
+  int fd = -1;
+  std::string error;  ///< why no child was started
+};
+
+/// Forks a child that runs `child(write_fd)`, which must not return (it ends with _exit).
+template <class Child>
+Forked fork_with_pipe(Child&& child) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {.error = std::strerror(errno)};
+  std::fflush(stdout);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int e = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return {.error = std::strerror(e)};
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    child(fds[1]);
+  }
+  ::close(fds[1]);
+  return {.pid = pid, .fd = fds[0]};
+}
+
 // Runs in the child: build, solve, report. Never returns.
 [[noreturn]] void solve_in_child(const MilpModel& m, const SolveOptions& options, int fd) {
   g_pipe_fd = fd;
@@ -201,21 +229,7 @@ class CbcSolver final : public MilpSolver {
     RelaxationResult result;
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-    int fds[2];
-    if (::pipe(fds) != 0) {
-      result.message = std::string("cannot start the LP relaxation: ") + std::strerror(errno);
-      return result;
-    }
-    std::fflush(stdout);
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      ::close(fds[0]);
-      ::close(fds[1]);
-      result.message = std::string("cannot start the LP relaxation: ") + std::strerror(errno);
-      return result;
-    }
-    if (pid == 0) {
-      ::close(fds[0]);
+    const Forked child = fork_with_pipe([&](int fd) {
       const ColumnForm cf(m);
       ClpSimplex lp;
       lp.setLogLevel(0);
@@ -226,10 +240,15 @@ class CbcSolver final : public MilpSolver {
       lp.dual();
       const double answer[2] = {lp.isProvenOptimal() ? 1.0 : lp.isProvenPrimalInfeasible() ? 2.0 : 0.0,
                                 lp.objectiveValue()};
-      const bool sent = ::write(fds[1], answer, sizeof answer) == static_cast<ssize_t>(sizeof answer);
+      const bool sent = ::write(fd, answer, sizeof answer) == static_cast<ssize_t>(sizeof answer);
       ::_exit(sent ? 0 : 1);
+    });
+    if (child.pid < 0) {
+      result.message = "cannot start the LP relaxation: " + child.error;
+      return result;
     }
-    ::close(fds[1]);
+    const pid_t pid = child.pid;
+    const int fd = child.fd;
     double answer[2] = {0, 0};
     bool got = false;
     while (true) {
@@ -238,14 +257,14 @@ class CbcSolver final : public MilpSolver {
         ::kill(pid, SIGKILL);
         break;
       }
-      pollfd p{fds[0], POLLIN, 0};
+      pollfd p{fd, POLLIN, 0};
       const int ready = ::poll(&p, 1, static_cast<int>(std::min(left_s * 1000, 500.0)) + 1);
       if (ready < 0 && errno == EINTR) continue;
       if (ready <= 0) continue;
-      got = read_all(fds[0], answer, sizeof answer);
+      got = read_all(fd, answer, sizeof answer);
       break;
     }
-    ::close(fds[0]);
+    ::close(fd);
     int wstatus = 0;
     ::waitpid(pid, &wstatus, 0);
     result.solve_time_s = elapsed();
@@ -268,25 +287,13 @@ class CbcSolver final : public MilpSolver {
     auto elapsed = [&] {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
-    int fds[2];
-    if (::pipe(fds) != 0) {
-      result.message = std::string("cannot start the solver: ") + std::strerror(errno);
+    const Forked child = fork_with_pipe([&](int fd) { solve_in_child(m, options, fd); });
+    if (child.pid < 0) {
+      result.message = "cannot start the solver: " + child.error;
       return result;
     }
-    std::fflush(stdout);
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      ::close(fds[0]);
-      ::close(fds[1]);
-      result.message = std::string("cannot start the solver: ") + std::strerror(errno);
-      return result;
-    }
-    if (pid == 0) {
-      ::close(fds[0]);
-      solve_in_child(m, options, fds[1]);
-    }
-    ::close(fds[1]);
-    const int fd = fds[0];
+    const pid_t pid = child.pid;
+    const int fd = child.fd;
 
     // A grace period past the limit for CBC to wrap up before it is stopped by force.
     const double hard_limit_s =
