@@ -2,6 +2,7 @@
 // plan at half its memory that recomputes and pages, for the zoo's small models. The gap is
 // what recomputation and paging cost on this machine's CPU and disk.
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include <filesystem>
 #include <string>
@@ -43,14 +44,24 @@ void run(benchmark::State& state, const std::string& model, int batch, bool half
 
 // A training iteration's first run against the ones after it (docs/accuracy.md, "Real
 // silicon": first touch): a fresh TrainingIteration faults in every buffer it allocates; the
-// next iteration on it reuses them, which is what the agent times.
-void mlp_iteration(benchmark::State& state, bool first) {
-  const planner::ForwardGraph f = planner::zoo_model("mlp", 1);
+// next iteration on it reuses them, which is what the agent times. Counter minor_faults: per
+// iteration (docs/accuracy.md, "Page faults in every iteration": bert-tiny's later
+// iterations faulted some 1000 pages each before the executor kept freed memory).
+void iteration(benchmark::State& state, const std::string& model, bool first) {
+  const planner::ForwardGraph f = planner::zoo_model(model, 1);
   const planner::TrainingGraph g = runtime::structure_of(f);
   const planner::Schedule s = planner::store_all_schedule(g);
-  const auto dir = std::filesystem::temp_directory_path() / "ergon-bench-runtime-mlp";
+  const auto dir = std::filesystem::temp_directory_path() / ("ergon-bench-runtime-" + model);
   runtime::TrainingIteration warm(f, g, dir);
+  for (const planner::Step& st : s.steps) warm.run(st);
+  auto minor_faults = [] {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+  };
+  long faults = 0;
   for (auto _ : state) {
+    const long before = minor_faults();
     if (first) {
       runtime::TrainingIteration fresh(f, g, dir);
       for (const planner::Step& st : s.steps) fresh.run(st);
@@ -60,11 +71,14 @@ void mlp_iteration(benchmark::State& state, bool first) {
       for (const planner::Step& st : s.steps) warm.run(st);
       benchmark::DoNotOptimize(warm.finish().loss);
     }
+    faults += minor_faults() - before;
   }
+  state.counters["minor_faults"] = benchmark::Counter(static_cast<double>(faults), benchmark::Counter::kAvgIterations);
   std::filesystem::remove_all(dir);
 }
-void BM_MlpFirstIteration(benchmark::State& s) { mlp_iteration(s, true); }
-void BM_MlpNextIteration(benchmark::State& s) { mlp_iteration(s, false); }
+void BM_MlpFirstIteration(benchmark::State& s) { iteration(s, "mlp", true); }
+void BM_MlpNextIteration(benchmark::State& s) { iteration(s, "mlp", false); }
+void BM_BertTinyNextIteration(benchmark::State& s) { iteration(s, "bert-tiny", false); }
 
 void BM_ResNet18StoreAll(benchmark::State& s) { run(s, "resnet18-cifar", 8, false); }
 void BM_ResNet18HalfMemory(benchmark::State& s) { run(s, "resnet18-cifar", 8, true); }
@@ -77,6 +91,7 @@ void BM_BertTinyHalfMemory(benchmark::State& s) { run(s, "bert-tiny", 8, true); 
 
 BENCHMARK(BM_MlpFirstIteration)->Unit(benchmark::kMillisecond)->Iterations(20);
 BENCHMARK(BM_MlpNextIteration)->Unit(benchmark::kMillisecond)->Iterations(20);
+BENCHMARK(BM_BertTinyNextIteration)->Unit(benchmark::kMillisecond)->Iterations(20);
 BENCHMARK(BM_ResNet18StoreAll)->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK(BM_ResNet18HalfMemory)->Unit(benchmark::kMillisecond)->Iterations(2);
 BENCHMARK(BM_MobileNetV2StoreAll)->Unit(benchmark::kMillisecond)->Iterations(2);
