@@ -19,6 +19,7 @@
 
 #include "common/clock.h"
 #include "common/error.h"
+#include "costdb/cost_model.h"
 #include "devices/board_profile.h"
 #include "planner/graph_json.h"
 #include "planner/planners.h"
@@ -140,6 +141,19 @@ costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::stri
   return row;
 }
 
+PlanArgs graph_args_of(const costdb::PlanRow& row, const std::string& db) {
+  PlanArgs args;
+  args.model = row.model;
+  args.board = row.board_kind;
+  args.power_mode = row.power_mode;
+  if (row.objective == "time") args.objective = "time";  // its graph is the time objective's
+  if (row.cost_source == costdb::PlanCostSource::kMeasured) {
+    args.db = db;
+    if (row.costs_from_iterations) args.costs = "iteration";
+  }
+  return args;
+}
+
 std::string graph_digest(const planner::TrainingGraph& graph) {
   const std::string text = planner::to_graph_json(graph);
   uint64_t h = 14695981039346656037ULL;
@@ -157,6 +171,7 @@ struct SweepSetup {
   planner::TrainingGraph graph;
   std::string digest, model, board, objective;
   costdb::PlanCostSource costs = costdb::PlanCostSource::kProfile;
+  bool costs_from_iterations = false;  ///< measured costs with --costs iteration
   planner::PlanRequest base;           ///< the deadline less per-phase mode switches
   std::optional<double> deadline_s;    ///< the user's, switches included: what a rerun looks up
   ModeSwitches switches;
@@ -170,6 +185,7 @@ SweepSetup prepare(const ParetoArgs& args, const std::function<void(const std::s
   s.graph = load_graph(graph_args, &cost_source);
   if (on_line && args.measured) on_line(cost_source);
   s.costs = args.measured ? costdb::PlanCostSource::kMeasured : costdb::PlanCostSource::kProfile;
+  s.costs_from_iterations = args.measured && timed_in(args.plan) == costdb::TimedIn::kIteration;
   s.digest = graph_digest(s.graph);
   s.model = args.plan.model.empty() ? (args.plan.onnx_file.empty() ? s.graph.name : args.plan.onnx_file)
                                     : args.plan.model;
@@ -215,6 +231,7 @@ void solve_and_store(const ParetoArgs& args, const SweepSetup& s, const std::vec
         const auto r = planner::run_planner(todo[i].planner, s.graph, req, *solver);
         row = to_plan_row(s.graph, s.model, s.board, s.costs, s.digest, req, r, s.switches);
         row->power_mode = args.plan.power_mode;
+        row->costs_from_iterations = s.costs_from_iterations;
         row->deadline_s = s.deadline_s;
       } catch (const std::exception& e) {
         error = e.what();

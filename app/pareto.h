@@ -69,6 +69,11 @@ costdb::PlanRow to_plan_row(const planner::TrainingGraph& graph, const std::stri
                             const std::string& digest, const planner::PlanRequest& req,
                             const planner::PlanResult& r, const ModeSwitches& switches = {});
 
+/// The arguments that rebuild a stored plan's graph (as it was planned: model, board, power
+/// mode, objective, and its costs: the profile's, or the measurements in `db`, timed where
+/// the plan's were); graph_digest() then tells whether the rebuilt graph is the same.
+PlanArgs graph_args_of(const costdb::PlanRow& row, const std::string& db);
+
 /// A stable digest (FNV-1a 64, hex) of a graph with its costs: plans are reused only for
 /// the same one.
 std::string graph_digest(const planner::TrainingGraph& graph);

@@ -173,6 +173,8 @@ BoardCosts board_costs(const PlanArgs& args) {
           : fmt::format("the published profile of {} ({})", args.board, board->power_mode);
   std::string source = "costs: " + profile;
   auto fall_back = [&](const std::string& why) {
+    if (timed_in(args) == costdb::TimedIn::kIteration)
+      throw InputError(why + "; --costs iteration plans on measured costs only");
     if (!board) throw InputError(why + "; board '" + args.board + "' has no published profile to fall back on");
     source = "warning: " + why + "; using " + profile;
   };
@@ -199,6 +201,9 @@ BoardCosts board_costs(const PlanArgs& args) {
       } catch (const Error& e) {
         fall_back(e.what());
       }
+      if (costs && timed_in(args) == costdb::TimedIn::kIteration && costs->iteration_shapes() == 0)
+        throw InputError("--costs iteration: no executed store-all iteration of board " + args.board + " in " +
+                         args.db + " (run ergon validate --execute --budget 100% first)");
       if (costs) {
         const std::string where = fmt::format(
             "measured on {}{} ({} op shapes from {} run(s) in {}{}; elsewhere a fit with cross-validated error "
@@ -206,7 +211,8 @@ BoardCosts board_costs(const PlanArgs& args) {
             args.board, costs->power_mode().empty() ? "" : " in mode " + costs->power_mode(), costs->measured_ops(),
             costs->runs(), args.db,
             timed_in(args) == costdb::TimedIn::kIteration
-                ? fmt::format(", {} of them timed inside executed iterations", costs->iteration_shapes())
+                ? fmt::format(", {} of them timed inside executed store-all iterations{}", costs->iteration_shapes(),
+                              costs->has_energy() ? ", at the profile's power for their shape" : "")
                 : std::string(),
             100 * costs->compute_time_fit().cv_median);
         if (costs->has_energy()) {

@@ -52,13 +52,7 @@ costdb::PlanRow stored_plan(const ValidateRequest& args, ValidateOutcome& o) {
   if (!row) throw InputError("no plan " + std::to_string(*args.plan_id) + " in " + args.db);
   if (row->schedule.empty())
     throw InputError("plan " + std::to_string(row->id) + " has no schedule (" + row->status + ")");
-  PlanArgs graph_args;
-  graph_args.model = row->model;
-  graph_args.board = row->board_kind;
-  graph_args.power_mode = row->power_mode;
-  if (row->objective == "time") graph_args.objective = "time";  // its graph is the time objective's
-  if (row->cost_source == costdb::PlanCostSource::kMeasured) graph_args.db = args.db;
-  o.graph = load_graph(graph_args, &o.cost_source);
+  o.graph = load_graph(graph_args_of(*row, args.db), &o.cost_source);
   if (graph_digest(o.graph) != row->graph_digest)
     throw InputError("plan " + std::to_string(row->id) + " was made for a graph this ergon "
                      "cannot rebuild from '" + row->model + "' on " + row->board_kind +
@@ -90,6 +84,8 @@ costdb::PlanRow new_plan(const ValidateRequest& args, ValidateOutcome& o) {
                                     planned.request, planned.result,
                                     {planned.switch_time_s, planned.switch_energy_j});
   row.power_mode = planned.power_mode;
+  row.costs_from_iterations =
+      costs == costdb::PlanCostSource::kMeasured && timed_in(args.plan) == costdb::TimedIn::kIteration;
   if (planned.time_objective) {  // its "energies" are seconds: stored as a time plan, no energy
     row.objective = "time";
     row.objective_j.reset();
@@ -128,7 +124,7 @@ void apply_cache_model(const ValidateRequest& args, const costdb::PlanRow& row, 
     auto db = costdb::Database::open_read_only(args.db);
     costs.emplace(costdb::MeasuredCosts::from_database(
         db, row.board_kind, row.power_mode.empty() ? std::nullopt : std::optional<std::string>(row.power_mode),
-        timed_in(args.plan)));
+        row.costs_from_iterations ? costdb::TimedIn::kIteration : costdb::TimedIn::kProfile));
   } catch (const Error&) {
     return;  // the plan's costs came from there a moment ago; nothing to refine without them
   }

@@ -184,12 +184,22 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
                      "): choose one with --power-mode");
   }
   if (!modes.empty()) m.power_mode_ = *modes.begin();
+  // Executed schedules that recompute or page are what validations measure, never costs:
+  // only the store-all schedule's iterations (every shape once, among its neighbours) are.
+  std::set<int64_t> not_store_all;
+  for (const OpCostRow& r : rows)
+    if (r.run_plan && *r.run_plan == RunPlan::kExecute &&
+        (r.phase == profiler::Phase::kRecompute || r.phase == profiler::Phase::kPageIn ||
+         r.phase == profiler::Phase::kPageOut))
+      not_store_all.insert(r.run_id);
   for (const OpCostRow& r : rows) {
     if (r.op_kind.empty() || r.op_kind == "idle" || r.op_kind == "transfer" || r.time_s <= 0) continue;
     // A validation's schedule steps measure the schedule, not the shape: planning on them
-    // would compare predictions with their own measurements. Only when asked for, an
-    // executed schedule's steps (each the median of its iterations) stand for their shapes.
-    if (r.run_plan && *r.run_plan == RunPlan::kExecute && source == TimedIn::kIteration) {
+    // would compare predictions with their own measurements. Only when asked for, the
+    // executed store-all schedule's steps (each the median of its iterations) stand for
+    // their shapes.
+    if (r.run_plan && *r.run_plan == RunPlan::kExecute && source == TimedIn::kIteration &&
+        !not_store_all.contains(r.run_id)) {
       if (r.copies == 0)
         in_iterations[{r.op_kind, static_cast<int>(r.phase), r.flops,
                        r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out}]
@@ -215,16 +225,9 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
     }
     by_shape[{r.op_kind, static_cast<int>(r.phase), r.flops, bytes}].push_back(&r);
   }
-  for (auto& [key, group] : in_iterations) {
-    by_shape[key] = std::move(group);
-    ++m.iteration_shapes_;
-  }
-  for (const auto& [key, group] : by_shape) {
+  // A shape's time and energy, and its energy's 1 sigma, averaged over the rows that measured it.
+  auto summarize = [](const std::vector<const OpCostRow*>& group) {
     Row row;
-    row.kind = std::get<0>(key);
-    row.phase = static_cast<profiler::Phase>(std::get<1>(key));
-    row.flops = std::get<2>(key);
-    row.bytes = std::get<3>(key);
     double variance = 0, energy_j = 0;
     int with_energy = 0;
     for (const OpCostRow* r : group) {
@@ -238,6 +241,30 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
       row.energy_j = energy_j / with_energy;
       row.energy_sigma_j = std::sqrt(variance) / with_energy;
     }
+    return row;
+  };
+  std::map<std::tuple<std::string, int, uint64_t, uint64_t>, Row> measured;
+  for (const auto& [key, group] : by_shape) measured[key] = summarize(group);
+  // A step runs once per iteration, too short for the samples a power reading needs: its
+  // time is the iteration's, its power the profile's at the same shape (>= 50 samples),
+  // else its class's (exact(), as for a time-only measurement).
+  for (const auto& [key, group] : in_iterations) {
+    Row row = summarize(group);
+    row.energy_j.reset();
+    row.energy_sigma_j = 0;
+    if (const auto p = measured.find(key); p != measured.end() && p->second.energy_j && p->second.time_s > 0) {
+      const double scale = row.time_s / p->second.time_s;
+      row.energy_j = *p->second.energy_j * scale;
+      row.energy_sigma_j = p->second.energy_sigma_j * scale;
+    }
+    measured[key] = row;
+    ++m.iteration_shapes_;
+  }
+  for (auto& [key, row] : measured) {
+    row.kind = std::get<0>(key);
+    row.phase = static_cast<profiler::Phase>(std::get<1>(key));
+    row.flops = std::get<2>(key);
+    row.bytes = std::get<3>(key);
     m.rows_.push_back(row);
   }
   m.runs_ = static_cast<int>(runs.size());

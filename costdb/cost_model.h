@@ -74,7 +74,7 @@ std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>>
 /// Where MeasuredCosts takes a shape's costs from.
 enum class TimedIn {
   kProfile,    ///< the profile plan's windows (ergon record)
-  kIteration,  ///< executed iterations' steps where they ran the shape, else the profile's
+  kIteration,  ///< the executed store-all schedule's steps where they ran the shape, else the profile's
 };
 
 /// One board's costs from op_costs: per repetition, gross energy (the board's whole power,
@@ -90,12 +90,16 @@ class MeasuredCosts {
   /// `power_mode` (costs differ by mode). Without a mode, the board's runs must all be in one
   /// (or not say). Throws InputError when there are too few to fit (fewer than 3 compute ops,
   /// or no page-in or page-out of 2 sizes), or when a mode must be chosen.
-  /// `source` TimedIn::kIteration: where a schedule executed on real tensors (`ergon validate
-  /// --execute --port`, runs.plan 'execute') timed a shape inside training iterations, that
-  /// time stands for the shape instead of the profile's; shapes no iteration ran keep the
-  /// profile's. A profile times each shape in a window of its own, run after run; inside an
+  /// `source` TimedIn::kIteration: where the store-all schedule executed on real tensors
+  /// (`ergon validate --execute --port --budget 100%`, runs.plan 'execute', no step recomputed
+  /// or paged) timed a shape inside training iterations, that time stands for the shape
+  /// instead of the profile's; shapes no such iteration ran (paging among them) keep the
+  /// profile's. Schedules that recompute or page are what validations measure: their steps
+  /// are never costs, so no prediction is made from its own schedule's measurements. A profile times each shape in a window of its own, run after run; inside an
   /// iteration it runs among its neighbours (docs/accuracy.md, "Costs measured inside an
-  /// iteration").
+  /// iteration"). A step's energy is never its own reading (it runs once per iteration, too
+  /// short for a power monitor's samples): it is the step's time at the profile's power for
+  /// that shape, or for its class where the profile did not run the shape.
   static MeasuredCosts from_database(Database& db, const std::string& board,
                                      const std::optional<std::string>& power_mode = std::nullopt,
                                      TimedIn source = TimedIn::kProfile);

@@ -17,7 +17,7 @@ namespace ergon::costdb {
 
 /// Schema version this build writes (PRAGMA user_version). Migrations in schema.cpp bring
 /// older files up to it; a newer file is refused with DatabaseError.
-inline constexpr int kSchemaVersion = 11;
+inline constexpr int kSchemaVersion = 12;
 
 /// True when a --db value names a PostgreSQL database rather than an SQLite file:
 /// postgresql://user@host/db (or postgres://), or libpq's keyword=value form such as

@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kColumns =
     "p.id, p.model, b.kind, p.cost_source, p.graph_digest, p.budget_bytes, p.deadline_s, p.planner, "
     "p.objective, p.status, p.objective_j, p.bound_j, p.gap, p.energy_j, p.time_s, "
-    "p.paging_time_s, p.peak_bytes, p.solve_time_s, p.schedule, p.created_at_ns, p.power_mode";
+    "p.paging_time_s, p.peak_bytes, p.solve_time_s, p.schedule, p.created_at_ns, p.power_mode, p.costs_timed_in";
 
 std::optional<double> opt_double(const detail::Statement& row, int col) {
   if (row.column_is_null(col)) return std::nullopt;
@@ -43,6 +43,7 @@ PlanRow read_plan(const detail::Statement& row) {
   p.schedule = row.column_blob(18);
   p.created_at_ns = row.column_int64(19);
   p.power_mode = row.column_text(20);
+  p.costs_from_iterations = row.column_text(21) == "iteration";
   return p;
 }
 
@@ -99,8 +100,8 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
       db,
       "INSERT INTO plans (model, board_id, budget_bytes, deadline_s, planner, status, "
       "objective_j, bound_j, solve_time_s, schedule, created_at_ns, objective, graph_digest, "
-      "gap, energy_j, time_s, paging_time_s, peak_bytes, power_mode, cost_source) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) "
+      "gap, energy_j, time_s, paging_time_s, peak_bytes, power_mode, cost_source, costs_timed_in) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21) "
       "RETURNING id");
   insert.bind(1, std::string_view(plan.model));
   insert.bind(2, board_id);
@@ -122,6 +123,7 @@ int64_t add_plan(Database& database, const PlanRow& plan) {
   bind_opt(insert, 18, plan.peak_bytes);
   insert.bind(19, std::string_view(plan.power_mode));
   insert.bind(20, to_string(plan.cost_source));
+  insert.bind(21, std::string_view(plan.costs_from_iterations ? "iteration" : "profile"));
   if (!insert.step(doing)) throw DatabaseError("database " + db.path.string() + ": " + doing);
   const int64_t id = insert.column_int64(0);
   insert.run(doing);

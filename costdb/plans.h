@@ -25,6 +25,9 @@ struct PlanRow {
   std::string model;           ///< what was planned, e.g. "resnet18-cifar batch 1"
   std::string board_kind;      ///< whose costs: "pi4", ...
   PlanCostSource cost_source = PlanCostSource::kProfile;
+  /// kMeasured costs with executed iterations' step times standing for their shapes
+  /// (`--costs iteration`; the plans table's costs_timed_in 'iteration').
+  bool costs_from_iterations = false;
   std::string graph_digest;    ///< identifies graph and costs; plans are reused only for equal ones
   uint64_t budget_bytes = 0;
   std::optional<double> deadline_s;  ///< none: no deadline

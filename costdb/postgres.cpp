@@ -245,13 +245,20 @@ constexpr const char* kPostgresV11 = R"sql(
 ALTER TABLE run_ops ADD COLUMN copies BIGINT NOT NULL DEFAULT 0 CHECK (copies >= 0);
 )sql";
 
+// v12, as SQLite's: where a plan's measured costs were timed.
+constexpr const char* kPostgresV12 = R"sql(
+ALTER TABLE plans ADD COLUMN costs_timed_in TEXT NOT NULL DEFAULT 'profile'
+  CHECK (costs_timed_in IN ('profile', 'iteration'));
+)sql";
+
 struct PostgresMigration {
   int version;
   const char* sql;
 };
 
 // A database starts at version 10, the first PostgreSQL schema; later versions append here.
-constexpr std::array kPostgresMigrations{PostgresMigration{10, kPostgresV10}, PostgresMigration{11, kPostgresV11}};
+constexpr std::array kPostgresMigrations{PostgresMigration{10, kPostgresV10}, PostgresMigration{11, kPostgresV11},
+                                         PostgresMigration{12, kPostgresV12}};
 static_assert(kPostgresMigrations.back().version == kSchemaVersion,
               "the last PostgreSQL migration must bring a database to kSchemaVersion");
 

@@ -384,6 +384,13 @@ constexpr const char* kSchemaV11 = R"sql(
 ALTER TABLE run_ops ADD COLUMN copies INTEGER NOT NULL DEFAULT 0 CHECK (copies >= 0);
 )sql";
 
+// v12: a plan on measured costs says where their times were taken: the profile's windows,
+// or executed iterations' steps standing for their shapes (--costs iteration).
+constexpr const char* kSchemaV12 = R"sql(
+ALTER TABLE plans ADD COLUMN costs_timed_in TEXT NOT NULL DEFAULT 'profile'
+  CHECK (costs_timed_in IN ('profile', 'iteration'));
+)sql";
+
 constexpr std::array kMigrations{
     Migration{1, kSchemaV1},
     Migration{2, kSchemaV2},
@@ -396,6 +403,7 @@ constexpr std::array kMigrations{
     Migration{9, kSchemaV9},
     Migration{10, kSchemaV10},
     Migration{11, kSchemaV11},
+    Migration{12, kSchemaV12},
 };
 static_assert(kMigrations.back().version == kSchemaVersion,
               "the last migration must bring a file to kSchemaVersion");

@@ -52,13 +52,8 @@ std::optional<ScheduleCompareView::Side> side_of(const costdb::PlanRow& row, con
     return std::nullopt;
   }
   try {
-    app::PlanArgs args;
-    args.model = row.model;
-    args.board = row.board_kind;
-    args.power_mode = row.power_mode;  // the costs it was planned on
-    if (row.cost_source == costdb::PlanCostSource::kMeasured) args.db = db;
     ScheduleCompareView::Side side;
-    side.graph = app::load_graph(args);
+    side.graph = app::load_graph(app::graph_args_of(row, db));  // the costs it was planned on
     if (app::graph_digest(side.graph) != row.graph_digest) {
       *why = QString("plan %1: its graph cannot be rebuilt (other costs or batch size)").arg(row.id);
       return std::nullopt;
@@ -279,12 +274,7 @@ class Dashboard : public QMainWindow {
     for (const auto& row : plans_) {
       if (row.schedule.empty() || basis_.count(row.graph_digest) || unbuildable_.count(row.graph_digest)) continue;
       try {
-        app::PlanArgs args;
-        args.model = row.model;
-        args.board = row.board_kind;
-        args.power_mode = row.power_mode;
-        if (row.cost_source == costdb::PlanCostSource::kMeasured) args.db = options_.db.string();
-        const auto graph = app::load_graph(args);
+        const auto graph = app::load_graph(app::graph_args_of(row, options_.db.string()));
         if (app::graph_digest(graph) != row.graph_digest) throw Error("other costs");
         basis_[row.graph_digest] = {graph.fixed_bytes, graph.store_all_peak_bytes()};
       } catch (const Error&) {

@@ -60,8 +60,10 @@ class MeasuredCostsTest : public testing::TempDirTest {};
 /// A time-only profile run of linear layers forward and backward, and paging of three sizes,
 /// with the times given; three windows a shape (as a profile plan measures them).
 /// Entries with copies (PlannedOp::copies) come in `cached`.
+/// With `power_w`, every window also reads that power over 60 samples.
 void store_profile(Database& db, const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double>>& ops,
-                   const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double, uint16_t>>& cached = {}) {
+                   const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double, uint16_t>>& cached = {},
+                   double power_w = 0) {
   RunWriter run(db, testing::sim_board(), "sim", 1);
   std::vector<OpCostRow> rows;
   uint32_t id = 1;
@@ -75,6 +77,13 @@ void store_profile(Database& db, const std::vector<std::tuple<profiler::OpShape,
     rows.push_back({.run_id = run.run_id(), .op_id = id, .phase = phase, .time_s = time_s, .time_s_stddev = 0.01 * time_s});
     ++id;
   }
+  if (power_w > 0)
+    for (OpCostRow& r : rows) {
+      r.gross_energy_j = power_w * r.time_s;
+      r.net_energy_j = 0.5 * power_w * r.time_s;
+      r.energy_j_stddev = 0.02 * power_w * r.time_s;
+      r.sample_count = 60;
+    }
   replace_attribution(db, run.run_id(), {}, rows);
   db.commit_batch();
 }
@@ -111,20 +120,28 @@ TEST_F(MeasuredCostsTest, ABackwardPassWithItsForwardPassesCountsKeepsItsOwnMeas
 }
 
 /// An executed schedule's steps (runs.plan 'execute'), each timed once per iteration.
-void store_execution(Database& db, const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double>>& steps) {
+/// With `power_w`, each step also reads that power over the 3 samples its time spans.
+void store_execution(Database& db, const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double>>& steps,
+                     double power_w = 0) {
   RunWriter run(db, testing::sim_board(), "sim", 2, RunPlan::kExecute);
   std::vector<OpCostRow> rows;
   uint32_t id = 1;
   for (const auto& [shape, phase, time_s] : steps) {
     run.add_op(id, shape, phase);
     rows.push_back({.run_id = run.run_id(), .op_id = id, .phase = phase, .time_s = time_s});
+    if (power_w > 0) {
+      rows.back().gross_energy_j = power_w * time_s;
+      rows.back().net_energy_j = 0.5 * power_w * time_s;
+      rows.back().energy_j_stddev = 0.3 * power_w * time_s;
+      rows.back().sample_count = 3;
+    }
     ++id;
   }
   replace_attribution(db, run.run_id(), {}, rows);
   db.commit_batch();
 }
 
-TEST_F(MeasuredCostsTest, CostsFromIterationsTakeTheExecutedStepsTimesAndTheProfileForTheRest) {
+TEST_F(MeasuredCostsTest, CostsFromIterationsTakeTheStoreAllSchedulesStepsAndTheProfileForTheRest) {
   using profiler::Phase;
   auto db = Database::open(db_path());
   const profiler::OpShape hidden = profiler::linear(1, 1024, 1024, Phase::kForward);
@@ -138,6 +155,10 @@ TEST_F(MeasuredCostsTest, CostsFromIterationsTakeTheExecutedStepsTimesAndTheProf
   store_profile(db, ops);
   // The same hidden layer, inside an iteration, took 150 us; the first layer did not run.
   store_execution(db, {{hidden, Phase::kForward, 150e-6}});
+  // A schedule that recomputes and pages (what a validation measures) is never costs.
+  store_execution(db, {{hidden, Phase::kForward, 900e-6},
+                       {hidden, Phase::kRecompute, 900e-6},
+                       {profiler::paging(65536), Phase::kPageOut, 9e-3}});
   const uint64_t hidden_bytes = hidden.bytes_in + hidden.bytes_out;
   const uint64_t first_bytes = first.bytes_in + first.bytes_out;
 
@@ -148,8 +169,38 @@ TEST_F(MeasuredCostsTest, CostsFromIterationsTakeTheExecutedStepsTimesAndTheProf
   const MeasuredCosts iteration = MeasuredCosts::from_database(db, "pi4", std::nullopt, TimedIn::kIteration);
   EXPECT_DOUBLE_EQ(iteration.compute(Phase::kForward, hidden.flops, hidden_bytes).time_s, 150e-6);
   EXPECT_DOUBLE_EQ(iteration.compute(Phase::kForward, first.flops, first_bytes).time_s, 100e-6);
+  EXPECT_DOUBLE_EQ(iteration.page_out(65536).time_s, 1e-3 + 65536 * 1e-8);
   EXPECT_EQ(iteration.iteration_shapes(), 1);
   EXPECT_EQ(iteration.runs(), 2);
+}
+
+TEST_F(MeasuredCostsTest, AStepTimedInAnIterationDrawsTheProfilesPowerNotItsOwnFewSamples) {
+  using profiler::Phase;
+  auto db = Database::open(db_path());
+  const profiler::OpShape hidden = profiler::linear(1, 1024, 1024, Phase::kForward);
+  const profiler::OpShape last = profiler::linear(1, 1024, 10, Phase::kForward);
+  std::vector<std::tuple<profiler::OpShape, Phase, double>> ops = {
+      {profiler::linear(1, 784, 1024, Phase::kForward), Phase::kForward, 100e-6},
+      {hidden, Phase::kForward, 120e-6},
+      {last, Phase::kForward, 5e-6},
+  };
+  add_paging(ops);
+  store_profile(db, ops, {}, 4.0);  // 4 W over every window's 60 samples
+  // Inside an iteration the hidden layer took 150 us, and its 3 samples read 9 W; a shape
+  // the profile never ran took 40 us.
+  const profiler::OpShape unprofiled = profiler::linear(1, 512, 512, Phase::kForward);
+  store_execution(db, {{hidden, Phase::kForward, 150e-6}, {unprofiled, Phase::kForward, 40e-6}}, 9.0);
+
+  const MeasuredCosts costs = MeasuredCosts::from_database(db, "pi4", std::nullopt, TimedIn::kIteration);
+  ASSERT_TRUE(costs.has_energy());
+  const auto at_hidden = costs.compute(Phase::kForward, hidden.flops, hidden.bytes_in + hidden.bytes_out);
+  EXPECT_DOUBLE_EQ(at_hidden.time_s, 150e-6);
+  EXPECT_NEAR(at_hidden.energy_j, 4.0 * 150e-6, 1e-12);
+  EXPECT_NEAR(at_hidden.energy_sigma_j, 0.02 * 4.0 * 150e-6, 1e-12);  // the profile's, scaled
+  const auto at_unprofiled =
+      costs.compute(Phase::kForward, unprofiled.flops, unprofiled.bytes_in + unprofiled.bytes_out);
+  EXPECT_DOUBLE_EQ(at_unprofiled.time_s, 40e-6);
+  EXPECT_NEAR(at_unprofiled.energy_j, 4.0 * 40e-6, 1e-12);  // its class's power
 }
 
 /// The profile of the test above, and a cache ladder timed on an ideal LRU cache of

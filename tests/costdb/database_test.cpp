@@ -245,7 +245,7 @@ TEST_F(DatabaseTest, AVersion7FileKeepsItsCostsAndStoresTimeOnlyCostsAfterMigrat
            "gross_energy_j REAL NOT NULL, net_energy_j REAL NOT NULL, energy_j_stddev REAL, "
            "sample_count INTEGER NOT NULL, PRIMARY KEY (run_id, op_id, phase)) STRICT;"
            "INSERT INTO old_costs SELECT * FROM op_costs; DROP TABLE op_costs;"
-           "ALTER TABLE old_costs RENAME TO op_costs; ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; ALTER TABLE runs DROP COLUMN link; DROP TABLE link_costs; "
+           "ALTER TABLE old_costs RENAME TO op_costs; ALTER TABLE plans DROP COLUMN costs_timed_in; ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; ALTER TABLE runs DROP COLUMN link; DROP TABLE link_costs; "
            "PRAGMA user_version = 7; COMMIT;");
   Database db = Database::open(db_path());
   EXPECT_EQ(db.schema_version(), kSchemaVersion);
@@ -309,7 +309,7 @@ TEST_F(DatabaseTest, AVersion4FileKeepsItsOpsAndStoresEveryOpKindAfterMigrating)
            "UNIQUE (kind, dims, flops, bytes_in, bytes_out)) STRICT;"
            "INSERT INTO old_shapes SELECT * FROM op_shapes; DROP TABLE op_shapes;"
            "ALTER TABLE old_shapes RENAME TO op_shapes; ALTER TABLE plans DROP COLUMN power_mode; "
-           "ALTER TABLE plans DROP COLUMN cost_source; ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; ALTER TABLE runs DROP COLUMN link; DROP TABLE link_costs; "
+           "ALTER TABLE plans DROP COLUMN cost_source; ALTER TABLE plans DROP COLUMN costs_timed_in; ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; ALTER TABLE runs DROP COLUMN link; DROP TABLE link_costs; "
            "PRAGMA user_version = 4; COMMIT;");
   ASSERT_NE(raw_exec(db_path(), "INSERT INTO op_shapes (kind, dims, flops, bytes_in, bytes_out) "
                                 "VALUES ('gelu', '8', 1, 1, 1)"),

@@ -132,7 +132,7 @@ TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
            "ALTER TABLE plans DROP COLUMN energy_j; ALTER TABLE plans DROP COLUMN time_s; "
            "ALTER TABLE plans DROP COLUMN paging_time_s; "
            "ALTER TABLE plans DROP COLUMN peak_bytes; ALTER TABLE plans DROP COLUMN power_mode; "
-           "ALTER TABLE plans DROP COLUMN cost_source; "
+           "ALTER TABLE plans DROP COLUMN cost_source; ALTER TABLE plans DROP COLUMN costs_timed_in; "
            "PRAGMA user_version = 1;");
   ASSERT_EQ(raw_query(db_path(), "PRAGMA user_version"), "1");
   // Reading refuses it and says how to upgrade; nothing is written until then.
@@ -150,6 +150,19 @@ TEST_F(PlansTest, AVersionOneFileIsMigratedAndKeepsItsRuns) {
   EXPECT_TRUE(find_plan(db, "abc123", "poet", "poet", 1000, std::nullopt));
 }
 
+TEST_F(PlansTest, APlanOnCostsTimedInIterationsSaysSoWhenReadBack) {
+  Database db = Database::open(db_path());
+  PlanRow in_iterations = plan("poet", 1000, std::nullopt);
+  in_iterations.cost_source = PlanCostSource::kMeasured;
+  in_iterations.costs_from_iterations = true;
+  const int64_t id = add_plan(db, in_iterations);
+  const int64_t profile_id = add_plan(db, plan("chen", 1000, std::nullopt));
+  db.commit_batch();
+  EXPECT_TRUE(find_plan_by_id(db, id)->costs_from_iterations);
+  EXPECT_FALSE(find_plan_by_id(db, profile_id)->costs_from_iterations);
+  EXPECT_EQ(raw_query(db_path(), "SELECT group_concat(costs_timed_in) FROM plans ORDER BY id"), "iteration,profile");
+}
+
 TEST_F(PlansTest, AVersionSixPlanMadeOnMeasuredCostsStillSaysSoAfterTheUpgrade) {
   {
     Database db = Database::open(db_path());
@@ -165,7 +178,7 @@ TEST_F(PlansTest, AVersionSixPlanMadeOnMeasuredCostsStillSaysSoAfterTheUpgrade) 
            "('pi4', 'measured', 0, 0, 0), ('pi4', 'profile', 0, 0, 0); "
            "UPDATE plans SET board_id = (SELECT id FROM boards WHERE name = "
            "CASE plans.cost_source WHEN 'measured' THEN 'measured' ELSE 'profile' END); "
-           "ALTER TABLE plans DROP COLUMN cost_source; ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; ALTER TABLE runs DROP COLUMN link; DROP TABLE link_costs; "
+           "ALTER TABLE plans DROP COLUMN cost_source; ALTER TABLE plans DROP COLUMN costs_timed_in; ALTER TABLE runs DROP COLUMN device_time_scale; ALTER TABLE runs DROP COLUMN plan; ALTER TABLE runs DROP COLUMN link; DROP TABLE link_costs; "
            "PRAGMA user_version = 6;");
   Database db = Database::open(db_path());
   ASSERT_EQ(db.schema_version(), kSchemaVersion);

@@ -17,6 +17,7 @@
 #include "app/validate.h"
 #include "common/error.h"
 #include "costdb/costs.h"
+#include "costdb/plans.h"
 #include "devices/board_profile.h"
 #include "planner/zoo.h"
 #include "tests/support/recording_test.h"
@@ -175,6 +176,55 @@ TEST_F(TimeOnlyProfiling, ValidatingOnRealKernelsComparesTimePerStepAndLeavesEne
   EXPECT_NE(source.find("from 1 run(s)"), std::string::npos) << source;
   auto db = costdb::Database::open_read_only(db_path());
   EXPECT_EQ(costdb::find_run(db, o.run_id)->plan, costdb::RunPlan::kExecute);
+}
+
+TEST_F(TimeOnlyProfiling, APlanOnCostsTimedInIterationsIsValidatedAgainByIdOnTheSameCosts) {
+  record_without_probe("");
+  agent::AgentOptions options;
+  options.link = "pty";
+  options.probe = std::string(agent::kNoProbe);
+  options.scratch = dir_;
+  agent::AgentThread agent(options);
+  app::ValidateRequest v;
+  v.plan = plan_args("host");
+  v.plan.objective = "time";
+  v.db = db_path().string();
+  v.execute = true;
+  v.port = agent.link();
+  v.iterations = 2;
+  v.plan.costs = "iteration";
+  try {
+    (void)app::validate(v);
+    ADD_FAILURE() << "no store-all iteration has run yet";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--budget 100%"), std::string::npos) << e.what();
+  }
+  // The store-all schedule executed: its steps, timed in iterations, become costs.
+  v.plan.costs = "profile";
+  v.plan.budget = "100%";
+  const app::ValidateOutcome first = app::validate(v);
+  v.plan.costs = "iteration";
+  v.plan.budget = "50%";
+  const app::ValidateOutcome planned = app::validate(v);
+  EXPECT_NE(planned.cost_source.find("timed inside executed store-all iterations"), std::string::npos) << planned.cost_source;
+  {
+    auto db = costdb::Database::open_read_only(db_path());
+    const auto row = costdb::find_plan_by_id(db, planned.plan_id);
+    ASSERT_TRUE(row);
+    EXPECT_TRUE(row->costs_from_iterations);
+    EXPECT_FALSE(costdb::find_plan_by_id(db, first.plan_id)->costs_from_iterations);
+  }
+  // The stored plan, validated again by its id, is rebuilt on the costs it was made on: its
+  // own execution (it recomputes or pages) is not among them.
+  app::ValidateRequest again;
+  again.plan_id = planned.plan_id;
+  again.db = db_path().string();
+  again.execute = true;
+  again.port = agent.link();
+  again.iterations = 2;
+  const app::ValidateOutcome o = app::validate(again);
+  EXPECT_NE(o.cost_source.find("timed inside executed store-all iterations"), std::string::npos) << o.cost_source;
+  EXPECT_DOUBLE_EQ(o.predicted_time_s, planned.predicted_time_s);
 }
 
 TEST_F(TimeOnlyProfiling, ValidatingAPlanForOneBoardOnAnotherKindIsRefusedNamingIt) {
