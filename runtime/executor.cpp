@@ -351,6 +351,11 @@ class TrainingIteration::Impl {
     return out;
   }
 
+  std::span<float> workspace(std::size_t floats) {
+    if (workspace_.size() < floats) workspace_.resize(floats);
+    return std::span<float>(workspace_).first(floats);
+  }
+
   Buffer forward(int i) {
     const ForwardOp& op = f_.ops[i];
     const auto in = in_shape(i);
@@ -360,8 +365,7 @@ class TrainingIteration::Impl {
     if (op.op == "conv2d") {
       const k::ConvShape s = conv_shape(i);
       if (op.groups == 1) {
-        Buffer cols(s.columns_size());
-        k::conv2d_forward(s, x, p, y, cols);
+        k::conv2d_forward(s, x, p, y, workspace(s.columns_size()));
       } else {
         k::depthwise_conv2d_forward(s, x, p, y);
       }
@@ -494,8 +498,7 @@ class TrainingIteration::Impl {
     if (op.op == "conv2d") {
       const k::ConvShape s = conv_shape(i);
       if (op.groups == 1) {
-        Buffer cols(s.columns_size());
-        k::conv2d_backward(s, input_of(i, 0), p, dy, dxs, dw, cols);
+        k::conv2d_backward(s, input_of(i, 0), p, dy, dxs, dw, workspace(s.columns_size()));
       } else {
         k::depthwise_conv2d_backward(s, input_of(i, 0), p, dy, dxs, dw);
       }
@@ -580,6 +583,10 @@ class TrainingIteration::Impl {
   std::vector<uint32_t> labels_;
   std::vector<Buffer> params_, grads_;
   std::map<int, Buffer> ram_;
+  /// A convolution's im2col columns: one buffer for every step, grown to the largest, as the
+  /// profile's (allocated once) and a framework's workspace are; never memory a schedule
+  /// holds. A buffer per step would be allocated and zeroed each time, work no profile times.
+  Buffer workspace_;
   std::map<int, std::size_t> paged_size_;
   std::vector<char> computed_;
   std::size_t step_ = 0;
