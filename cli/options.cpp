@@ -66,9 +66,9 @@ void add_board_and_mode(CLI::App& cmd, app::PlanArgs& args, const std::string& p
       ->transform(board_name_or_file());
   cmd.add_option("--power-mode", args.power_mode, power_mode_help);
   cmd.add_option("--costs", args.costs,
-                 "with --db: profile (ergon record's windows), or iteration: shapes that ergon validate --execute "
-                 "--port timed inside training iterations take those times (ergon attribute first), the rest "
-                 "the profile's")
+                 "with --db: profile (ergon record's windows), or iteration: shapes that the store-all schedule "
+                 "timed inside training iterations (ergon validate --execute --port --budget 100% first) take "
+                 "those times, at the profile's power; the rest, paging included, the profile's")
       ->check(CLI::IsMember({"profile", "iteration"}))
       ->capture_default_str();
 }

@@ -7,7 +7,8 @@
 # predicted and measured iteration time (the median iteration), its error, the range of the
 # iterations' errors, and the median and p95 of |error| per step (each step's median time).
 # Then each budget but 100 % again, planned on costs measured inside iterations (--costs
-# iteration: the 100 % validation's executed steps, attributed, stand for their shapes).
+# iteration: the 100 % validation's executed store-all steps stand for their shapes; the other
+# budgets' executions recompute or page, so they are never costs).
 #   scripts/real_silicon_table.sh [MODEL ...]   (default: mlp resnet18-cifar mobilenetv2-cifar bert-tiny)
 #   ERGON_BUDGETS="100% 75% 50%"   budgets to validate
 #   ERGON_STEP_TABLE=1   also print every step of at least 100 us: predicted, measured, their ratio
@@ -58,9 +59,9 @@ for model in "${models[@]}"; do
       continue
     fi
     cp "$work/v.json" "$work/$model-${budget%\%}.json"
-    # The 100 % schedule's executed steps become costs (--costs iteration, below); the other
-    # budgets' executions stay unattributed, so no schedule is predicted from its own steps.
-    [[ $budget == 100% ]] && "$ergon" attribute --db "$db" >/dev/null
+    # validate attributes its run: the 100 % (store-all) schedule's steps become costs for
+    # --costs iteration, below; the other budgets' schedules recompute or page, and steps of
+    # such schedules are never costs, so no schedule is predicted from its own steps.
     [[ -n ${ERGON_TABLE_KEEP:-} ]] && mkdir -p "$ERGON_TABLE_KEEP" && cp "$work/v.json" "$ERGON_TABLE_KEEP/$model-${budget%\%}.json"
     if [[ -n ${ERGON_STEP_TABLE:-} ]]; then
       python3 - "$model" "$budget" "$work/v.json" >>"$work/steps.md" <<'EOF'
@@ -99,9 +100,10 @@ EOF
       [[ $budget == 100% ]] && continue
       if ! "$ergon" validate --model "$model" --db "$db" --budget "$budget" --gap 0.01 --execute --port "$pty" \
           --costs iteration --iterations "$iterations" --json >"$work/vi.json" 2>"$work/v.err"; then
-        echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - |" >>"$work/iteration.md"
+        echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - |" >>"$work/iteration.md"
         continue
       fi
+      [[ -n ${ERGON_TABLE_KEEP:-} ]] && cp "$work/vi.json" "$ERGON_TABLE_KEEP/$model-${budget%\%}-iteration.json"
       python3 - "$model" "$budget" "$work/vi.json" "$work/$model-${budget%\%}.json" >>"$work/iteration.md" <<'EOF'
 import json, os, sys
 model, budget, path, profile_path = sys.argv[1:5]
@@ -111,7 +113,16 @@ before = "-"
 if os.path.exists(profile_path):
     w = json.load(open(profile_path))
     before = f"{100 * (w['measured']['time_s'] / w['predicted']['time_s'] - 1):+.1f} %"
-print(f"| {model} | {budget} | {v['steps']} | {p * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (m / p - 1):+.1f} % | {before} |")
+# Where the error lies: the steps' medians summed by kind, predicted -> measured.
+sums = {}
+for st in v["step_times"]:
+    kind = "paging" if st["kind"] in ("page-in", "page-out") else "compute"
+    a = sums.setdefault(kind, [0.0, 0.0])
+    a[0] += st["predicted_s"]
+    a[1] += st["measured_s"] or 0
+part = lambda k: f"{sums[k][0] * 1e3:.2f} -> {sums[k][1] * 1e3:.2f} ms" if k in sums else "-"
+print(f"| {model} | {budget} | {v['steps']} | {p * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (m / p - 1):+.1f} % | {before} "
+      f"| {part('compute')} | {part('paging')} |")
 EOF
     done
   fi
@@ -141,10 +152,10 @@ echo "|---|---|---|---|---|---|"
 cat "$work/repeat.md"
 if [[ -s $work/iteration.md ]]; then
   echo
-  echo "Planned and validated again on costs measured inside iterations (--costs iteration: the 100 % schedule's executed steps):"
+  echo "Planned and validated again on costs measured inside iterations (--costs iteration: the 100 % schedule's executed steps; paging from the profile):"
   echo
-  echo "| model | budget | steps | predicted | measured (median) | iteration error | error from the profile (above) |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "| model | budget | steps | predicted | measured (median) | iteration error | error from the profile (above) | compute steps | paging steps |"
+  echo "|---|---|---|---|---|---|---|---|---|"
   cat "$work/iteration.md"
 fi
 if [[ -s $work/steps.md ]]; then
