@@ -192,14 +192,21 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
         (r.phase == profiler::Phase::kRecompute || r.phase == profiler::Phase::kPageIn ||
          r.phase == profiler::Phase::kPageOut))
       not_store_all.insert(r.run_id);
+  // Of the store-all executions, the latest (runs are numbered as they are recorded): the
+  // machine as it runs now, not an average over hours in which its speed moved by more than
+  // the error sought (docs/accuracy.md, "Costs measured inside an iteration").
+  std::optional<int64_t> latest_store_all;
+  for (const OpCostRow& r : rows)
+    if (r.run_plan && *r.run_plan == RunPlan::kExecute && !not_store_all.contains(r.run_id))
+      latest_store_all = std::max(latest_store_all.value_or(r.run_id), r.run_id);
   for (const OpCostRow& r : rows) {
     if (r.op_kind.empty() || r.op_kind == "idle" || r.op_kind == "transfer" || r.time_s <= 0) continue;
     // A validation's schedule steps measure the schedule, not the shape: planning on them
     // would compare predictions with their own measurements. Only when asked for, the
-    // executed store-all schedule's steps (each the median of its iterations) stand for
-    // their shapes.
+    // latest executed store-all schedule's steps (each the median of its iterations) stand
+    // for their shapes.
     if (r.run_plan && *r.run_plan == RunPlan::kExecute && source == TimedIn::kIteration &&
-        !not_store_all.contains(r.run_id)) {
+        r.run_id == latest_store_all) {
       if (r.copies == 0)
         in_iterations[{r.op_kind, static_cast<int>(r.phase), r.flops,
                        r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out}]
