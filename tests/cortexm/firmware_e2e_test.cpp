@@ -116,9 +116,14 @@ TEST_P(FirmwareEndToEnd, TheFirmwaresLinkTestGivesLinkCostsBothWays) {
   EXPECT_EQ(a.link_rows, 6);
   const auto fits = costdb::list_link_costs(db, std::string(GetParam()));
   ASSERT_EQ(fits.size(), 2U);
+  // The host's firmware paces its link as a full-speed USB CDC line (1 MB/s each way): the
+  // fit finds a rate no faster than that line (a pty alone moves tens of MB/s, and then the
+  // scheduler's jitter, not the bytes, decides the fit), and slower only by what a loaded
+  // host adds (0.3 MB/s receiving beside three busy loops and a disk writer).
   for (const auto& f : fits) {
     EXPECT_EQ(f.link, "pty");
-    EXPECT_GT(f.bandwidth_bytes_per_s, 0);
+    EXPECT_GT(f.bandwidth_bytes_per_s, 0.1e6) << f.direction;
+    EXPECT_LT(f.bandwidth_bytes_per_s, 1.1e6) << f.direction;
   }
 }
 

@@ -75,7 +75,7 @@ void run_firmware_host(const FirmwareHostOptions& options, const std::atomic<boo
                        .rail_name = rail.c_str(),
                        .power_mode = mode.c_str()};
   serve_link(options.link, stop, options.on_listening, [&](int fd) {
-    FdLink byte_link(fd);
+    FdLink byte_link(fd, options.link_bytes_per_s);
     const Hal hal{.link = byte_link, .clock = clock, .i2c = &i2c, .storage = storage};
     Firmware firmware(info, hal, options.monitor ? &ina : nullptr, arena.data(), arena.size());
     live = &firmware;

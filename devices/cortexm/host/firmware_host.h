@@ -20,6 +20,10 @@ struct FirmwareHostOptions {
   std::string storage = "sd";
   uint32_t storage_kib = 1024;
   std::filesystem::path scratch = std::filesystem::temp_directory_path();
+  /// The link's rate each way: both boards talk USB CDC at full speed (12 Mbit/s, about
+  /// 1 MB/s of payload), where a pty moves bytes at memory speed; so a link test measures a
+  /// rate, not the host's scheduler. 0: unpaced.
+  double link_bytes_per_s = 1e6;
   std::function<void(const std::string&)> on_listening;
 };
 

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -11,11 +12,20 @@
 
 namespace ergon::devices::cortexm {
 
+void FdLink::occupy(int64_t& free_ns, std::size_t n) const {
+  if (bytes_per_s_ <= 0) return;
+  constexpr int64_t kSlackNs = 200'000;  // below this, a sleep overshoots more than it waits
+  const int64_t now = clock_.now_ns();
+  free_ns = std::max(free_ns, now) + static_cast<int64_t>(static_cast<double>(n) / bytes_per_s_ * 1e9);
+  if (free_ns - now > kSlackNs) clock_.sleep_until_ns(free_ns);
+}
+
 std::size_t FdLink::read(uint8_t* dst, std::size_t capacity) {
   if (broken_) return 0;
   pollfd p{fd_, POLLIN, 0};
   if (::poll(&p, 1, 0) <= 0) return 0;
   const ssize_t n = ::read(fd_, dst, capacity);
+  if (n > 0) occupy(rx_free_ns_, static_cast<std::size_t>(n));
   if (n > 0) return static_cast<std::size_t>(n);
   if (n == 0 || (errno != EAGAIN && errno != EINTR)) broken_ = true;
   return 0;
@@ -28,6 +38,7 @@ bool FdLink::write(const uint8_t* src, std::size_t n) {
     if (w <= 0) broken_ = true;
     else done += static_cast<std::size_t>(w);
   }
+  occupy(tx_free_ns_, n);
   return !broken_;
 }
 

@@ -15,16 +15,26 @@
 
 namespace ergon::devices::cortexm {
 
+/// A file descriptor as the board's link. With `bytes_per_s`, each direction moves no faster
+/// than a line of that rate (a microcontroller's UART or USB CDC), where a pty or socket moves
+/// bytes at memory speed; 0: unpaced.
 class FdLink final : public ByteLink {
  public:
-  explicit FdLink(int fd) : fd_(fd) {}
+  explicit FdLink(int fd, double bytes_per_s = 0) : fd_(fd), bytes_per_s_(bytes_per_s) {}
   std::size_t read(uint8_t* dst, std::size_t capacity) override;
   bool write(const uint8_t* src, std::size_t n) override;
   [[nodiscard]] bool broken() const { return broken_; }
 
  private:
+  /// Holds `n` bytes on the line whose next free instant is `free_ns`: waits once the line
+  /// is more than a sleep's granularity behind, so many small frames pace on average.
+  void occupy(int64_t& free_ns, std::size_t n) const;
+
   int fd_;
+  double bytes_per_s_;
   bool broken_ = false;
+  SteadyClock clock_;
+  int64_t tx_free_ns_ = 0, rx_free_ns_ = 0;
 };
 
 class HostClock final : public TickClock {

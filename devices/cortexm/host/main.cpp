@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--storage-kib", options.storage_kib, "paging storage size, KiB")->capture_default_str();
   app.add_option("--scratch", options.scratch, "where the storage file goes")->capture_default_str();
+  app.add_option("--link-bytes-per-s", options.link_bytes_per_s,
+                 "the link's rate each way (a full-speed USB CDC link's, about 1 MB/s); 0: as fast as the pty")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   options.monitor = !no_monitor;
   options.on_listening = [](const std::string& l) {
