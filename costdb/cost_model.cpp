@@ -192,26 +192,17 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
         (r.phase == profiler::Phase::kRecompute || r.phase == profiler::Phase::kPageIn ||
          r.phase == profiler::Phase::kPageOut))
       not_store_all.insert(r.run_id);
-  // Of the store-all executions, the latest (runs are numbered as they are recorded): the
-  // machine as it runs now, not an average over hours in which its speed moved by more than
-  // the error sought (docs/accuracy.md, "Costs measured inside an iteration").
-  std::optional<int64_t> latest_store_all;
-  for (const OpCostRow& r : rows)
-    if (r.run_plan && *r.run_plan == RunPlan::kExecute && !not_store_all.contains(r.run_id))
-      latest_store_all = std::max(latest_store_all.value_or(r.run_id), r.run_id);
   for (const OpCostRow& r : rows) {
     if (r.op_kind.empty() || r.op_kind == "idle" || r.op_kind == "transfer" || r.time_s <= 0) continue;
     // A validation's schedule steps measure the schedule, not the shape: planning on them
     // would compare predictions with their own measurements. Only when asked for, the
-    // latest executed store-all schedule's steps (each the median of its iterations) stand
-    // for their shapes.
-    if (r.run_plan && *r.run_plan == RunPlan::kExecute && source == TimedIn::kIteration &&
-        r.run_id == latest_store_all) {
-      if (r.copies == 0)
+    // executed store-all schedule's steps (each the median of its iterations) stand for
+    // their shapes.
+    if (r.run_plan && *r.run_plan == RunPlan::kExecute) {
+      if (source == TimedIn::kIteration && !not_store_all.contains(r.run_id) && r.copies == 0)
         in_iterations[{r.op_kind, static_cast<int>(r.phase), r.flops,
                        r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out}]
             .push_back(&r);
-      runs.insert(r.run_id);
       continue;
     }
     if (r.run_plan && *r.run_plan != RunPlan::kProfile) continue;
@@ -255,7 +246,16 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   // A step runs once per iteration, too short for the samples a power reading needs: its
   // time is the iteration's, its power the profile's at the same shape (>= 50 samples),
   // else its class's (exact(), as for a time-only measurement).
-  for (const auto& [key, group] : in_iterations) {
+  for (auto& [key, group] : in_iterations) {
+    // Of the store-all executions that ran the shape, the latest (runs are numbered as they
+    // are recorded): the machine as it runs now, not an average over hours in which its speed
+    // moved by more than the error sought (docs/accuracy.md, "Costs measured inside an
+    // iteration").
+    const int64_t latest = (*std::max_element(group.begin(), group.end(), [](const OpCostRow* a, const OpCostRow* b) {
+                             return a->run_id < b->run_id;
+                           }))->run_id;
+    std::erase_if(group, [&](const OpCostRow* r) { return r->run_id != latest; });
+    runs.insert(latest);
     Row row = summarize(group);
     row.energy_j.reset();
     row.energy_sigma_j = 0;

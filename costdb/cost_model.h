@@ -90,10 +90,10 @@ class MeasuredCosts {
   /// `power_mode` (costs differ by mode). Without a mode, the board's runs must all be in one
   /// (or not say). Throws InputError when there are too few to fit (fewer than 3 compute ops,
   /// or no page-in or page-out of 2 sizes), or when a mode must be chosen.
-  /// `source` TimedIn::kIteration: where the latest execution of the store-all schedule on
-  /// real tensors (`ergon validate --execute --port --budget 100%`, runs.plan 'execute', no
-  /// step recomputed or paged; the highest run id) timed a shape inside training
-  /// iterations, that time stands for the shape
+  /// `source` TimedIn::kIteration: where executions of the store-all schedule on real tensors
+  /// (`ergon validate --execute --port --budget 100%`, runs.plan 'execute', no step
+  /// recomputed or paged) timed a shape inside training iterations, the latest one's time
+  /// (the highest run id that ran the shape) stands for the shape
   /// instead of the profile's; shapes no such iteration ran (paging among them) keep the
   /// profile's. Schedules that recompute or page are what validations measure: their steps
   /// are never costs, so no prediction is made from its own schedule's measurements. A profile times each shape in a window of its own, run after run; inside an

@@ -154,8 +154,10 @@ TEST_F(MeasuredCostsTest, CostsFromIterationsTakeTheStoreAllSchedulesStepsAndThe
   add_paging(ops);
   store_profile(db, ops);
   // The same hidden layer, inside an iteration, took 170 us, and in a later store-all
-  // iteration 150 us (the latest stands: the machine as it runs now); the first layer did not run.
-  store_execution(db, {{hidden, Phase::kForward, 170e-6}});
+  // iteration 150 us (the latest stands: the machine as it runs now); the last layer ran
+  // only in the earlier one, the first layer in neither.
+  const profiler::OpShape last = profiler::linear(1, 1024, 10, Phase::kForward);
+  store_execution(db, {{hidden, Phase::kForward, 170e-6}, {last, Phase::kForward, 7e-6}});
   store_execution(db, {{hidden, Phase::kForward, 150e-6}});
   // A schedule that recomputes and pages (what a validation measures) is never costs.
   store_execution(db, {{hidden, Phase::kForward, 900e-6},
@@ -171,9 +173,10 @@ TEST_F(MeasuredCostsTest, CostsFromIterationsTakeTheStoreAllSchedulesStepsAndThe
   const MeasuredCosts iteration = MeasuredCosts::from_database(db, "pi4", std::nullopt, TimedIn::kIteration);
   EXPECT_DOUBLE_EQ(iteration.compute(Phase::kForward, hidden.flops, hidden_bytes).time_s, 150e-6);
   EXPECT_DOUBLE_EQ(iteration.compute(Phase::kForward, first.flops, first_bytes).time_s, 100e-6);
+  EXPECT_DOUBLE_EQ(iteration.compute(Phase::kForward, last.flops, last.bytes_in + last.bytes_out).time_s, 7e-6);
   EXPECT_DOUBLE_EQ(iteration.page_out(65536).time_s, 1e-3 + 65536 * 1e-8);
-  EXPECT_EQ(iteration.iteration_shapes(), 1);
-  EXPECT_EQ(iteration.runs(), 2);  // the profile and the latest store-all execution
+  EXPECT_EQ(iteration.iteration_shapes(), 2);
+  EXPECT_EQ(iteration.runs(), 3);  // the profile and both store-all executions
 }
 
 TEST_F(MeasuredCostsTest, AStepTimedInAnIterationDrawsTheProfilesPowerNotItsOwnFewSamples) {
