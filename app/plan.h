@@ -46,9 +46,9 @@ struct PlanArgs {
   /// over per-phase pairs when switching takes under 5 % of a pass.
   std::string power_mode;
   /// Where measured costs come from (with `db`): "profile" (ergon record's windows), or
-  /// "iteration": shapes that an executed schedule timed inside training iterations take
-  /// those times (ergon validate --execute --port, then ergon attribute), the rest the
-  /// profile's (costdb::TimedIn).
+  /// "iteration": shapes that the store-all schedule timed inside training iterations take
+  /// the latest such time (ergon validate --execute --port --budget 100%), at the profile's
+  /// power; the rest, paging included, the profile's (costdb::TimedIn).
   std::string costs = "profile";
 };
 

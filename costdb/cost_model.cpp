@@ -169,10 +169,12 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
   MeasuredCosts m;
   std::set<int64_t> runs;
   std::vector<double> idle;
+  // (kind, phase, flops, bytes: read + written, or moved for paging)
+  using ShapeKey = std::tuple<std::string, int, uint64_t, uint64_t>;
   // The same shape measured in several runs is averaged.
-  std::map<std::tuple<std::string, int, uint64_t, uint64_t>, std::vector<const OpCostRow*>> by_shape;
-  // TimedIn::kIteration: the same shape timed by executed iterations' steps.
-  std::map<std::tuple<std::string, int, uint64_t, uint64_t>, std::vector<const OpCostRow*>> in_iterations;
+  std::map<ShapeKey, std::vector<const OpCostRow*>> by_shape;
+  // TimedIn::kIteration: the same shape timed by executed store-all iterations' steps.
+  std::map<ShapeKey, std::vector<const OpCostRow*>> in_iterations;
   const auto rows = list_op_costs(db, board, std::nullopt, power_mode);
   std::map<std::tuple<std::string, int, uint64_t, uint64_t, uint16_t>, std::vector<double>> cached;
   std::set<std::string> modes;
@@ -194,15 +196,14 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
       not_store_all.insert(r.run_id);
   for (const OpCostRow& r : rows) {
     if (r.op_kind.empty() || r.op_kind == "idle" || r.op_kind == "transfer" || r.time_s <= 0) continue;
+    const uint64_t bytes = r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out;
     // A validation's schedule steps measure the schedule, not the shape: planning on them
     // would compare predictions with their own measurements. Only when asked for, the
     // executed store-all schedule's steps (each the median of its iterations) stand for
     // their shapes.
     if (r.run_plan && *r.run_plan == RunPlan::kExecute) {
       if (source == TimedIn::kIteration && !not_store_all.contains(r.run_id) && r.copies == 0)
-        in_iterations[{r.op_kind, static_cast<int>(r.phase), r.flops,
-                       r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out}]
-            .push_back(&r);
+        in_iterations[{r.op_kind, static_cast<int>(r.phase), r.flops, bytes}].push_back(&r);
       continue;
     }
     if (r.run_plan && *r.run_plan != RunPlan::kProfile) continue;
@@ -215,7 +216,6 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
       const auto a = find_attribution(db, r.run_id);
       if (a && a->idle_samples > 0) idle.push_back(a->idle_power_w);
     }
-    const uint64_t bytes = r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out;
     // Timed warm or at a chosen reuse distance: the cache model's, not the planner's costs.
     if (r.copies != 0) {
       if (r.op_kind != "paging") cached[{r.op_kind, static_cast<int>(r.phase), r.flops, bytes, r.copies}].push_back(r.time_s);
@@ -241,7 +241,7 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
     }
     return row;
   };
-  std::map<std::tuple<std::string, int, uint64_t, uint64_t>, Row> measured;
+  std::map<ShapeKey, Row> measured;
   for (const auto& [key, group] : by_shape) measured[key] = summarize(group);
   // A step runs once per iteration, too short for the samples a power reading needs: its
   // time is the iteration's, its power the profile's at the same shape (>= 50 samples),

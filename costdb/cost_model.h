@@ -93,12 +93,12 @@ class MeasuredCosts {
   /// `source` TimedIn::kIteration: where executions of the store-all schedule on real tensors
   /// (`ergon validate --execute --port --budget 100%`, runs.plan 'execute', no step
   /// recomputed or paged) timed a shape inside training iterations, the latest one's time
-  /// (the highest run id that ran the shape) stands for the shape
-  /// instead of the profile's; shapes no such iteration ran (paging among them) keep the
-  /// profile's. Schedules that recompute or page are what validations measure: their steps
-  /// are never costs, so no prediction is made from its own schedule's measurements. A profile times each shape in a window of its own, run after run; inside an
-  /// iteration it runs among its neighbours (docs/accuracy.md, "Costs measured inside an
-  /// iteration"). A step's energy is never its own reading (it runs once per iteration, too
+  /// (the highest run id that ran the shape) stands for the shape instead of the profile's;
+  /// shapes no such iteration ran (paging among them) keep the profile's. Schedules that
+  /// recompute or page are what validations measure: their steps are never costs, so no
+  /// prediction is made from its own schedule's measurements. A profile times each shape in
+  /// a window of its own, run after run; inside an iteration it runs among its neighbours
+  /// (docs/accuracy.md, "Costs measured inside an iteration"). A step's energy is never its own reading (it runs once per iteration, too
   /// short for a power monitor's samples): it is the step's time at the profile's power for
   /// that shape, or for its class where the profile did not run the shape.
   static MeasuredCosts from_database(Database& db, const std::string& board,

@@ -57,6 +57,15 @@ namespace {
 
 class MeasuredCostsTest : public testing::TempDirTest {};
 
+/// Gives `row` a power reading of `power_w` over `samples` samples, with a spread of
+/// `spread` (relative) in energy.
+void read_power(OpCostRow& row, double power_w, uint32_t samples, double spread) {
+  row.gross_energy_j = power_w * row.time_s;
+  row.net_energy_j = 0.5 * power_w * row.time_s;
+  row.energy_j_stddev = spread * power_w * row.time_s;
+  row.sample_count = samples;
+}
+
 /// A time-only profile run of linear layers forward and backward, and paging of three sizes,
 /// with the times given; three windows a shape (as a profile plan measures them).
 /// Entries with copies (PlannedOp::copies) come in `cached`.
@@ -78,12 +87,7 @@ void store_profile(Database& db, const std::vector<std::tuple<profiler::OpShape,
     ++id;
   }
   if (power_w > 0)
-    for (OpCostRow& r : rows) {
-      r.gross_energy_j = power_w * r.time_s;
-      r.net_energy_j = 0.5 * power_w * r.time_s;
-      r.energy_j_stddev = 0.02 * power_w * r.time_s;
-      r.sample_count = 60;
-    }
+    for (OpCostRow& r : rows) read_power(r, power_w, 60, 0.02);
   replace_attribution(db, run.run_id(), {}, rows);
   db.commit_batch();
 }
@@ -129,12 +133,7 @@ void store_execution(Database& db, const std::vector<std::tuple<profiler::OpShap
   for (const auto& [shape, phase, time_s] : steps) {
     run.add_op(id, shape, phase);
     rows.push_back({.run_id = run.run_id(), .op_id = id, .phase = phase, .time_s = time_s});
-    if (power_w > 0) {
-      rows.back().gross_energy_j = power_w * time_s;
-      rows.back().net_energy_j = 0.5 * power_w * time_s;
-      rows.back().energy_j_stddev = 0.3 * power_w * time_s;
-      rows.back().sample_count = 3;
-    }
+    if (power_w > 0) read_power(rows.back(), power_w, 3, 0.3);
     ++id;
   }
   replace_attribution(db, run.run_id(), {}, rows);

@@ -29,13 +29,18 @@ class TimeOnlyProfiling : public testing::RecordingTest {
  protected:
   /// Records mlp's own profile plan from an agent with no probe and attributes it; returns
   /// the run.
-  int64_t record_without_probe(const std::string& board) {
+  /// ergon-agent on a pty with no probe, as board `board` (empty: this Linux host).
+  agent::AgentOptions agent_without_probe(const std::string& board = "") const {
     agent::AgentOptions options;
     options.link = "pty";
     options.probe = std::string(agent::kNoProbe);
     options.board = board;
     options.scratch = dir_;
-    agent::AgentThread agent(options);
+    return options;
+  }
+
+  int64_t record_without_probe(const std::string& board) {
+    agent::AgentThread agent(agent_without_probe(board));
     app::RecordRequest req;
     req.ports = {agent.link()};
     req.db_path = db_path();
@@ -48,6 +53,17 @@ class TimeOnlyProfiling : public testing::RecordingTest {
     auto db = costdb::Database::open(db_path());
     (void)app::attribute_run(db, *outcomes.at(0).run_id);
     return *outcomes.at(0).run_id;
+  }
+
+  /// A validation that executes mlp's plan for `board` on the agent at `port`, its objective time.
+  app::ValidateRequest execute_on(const std::string& port, const std::string& board = "host") const {
+    app::ValidateRequest v;
+    v.plan = plan_args(board);
+    v.plan.objective = "time";
+    v.db = db_path().string();
+    v.execute = true;
+    v.port = port;
+    return v;
   }
 
   app::PlanArgs plan_args(const std::string& board) const {
@@ -135,17 +151,8 @@ TEST_F(TimeOnlyProfiling, ADatabaseOfOneHostsTimesDefaultsTheBoardToItAndTheObje
 
 TEST_F(TimeOnlyProfiling, ValidatingOnRealKernelsComparesTimePerStepAndLeavesEnergyUncompared) {
   record_without_probe("");
-  agent::AgentOptions options;
-  options.link = "pty";
-  options.probe = std::string(agent::kNoProbe);
-  options.scratch = dir_;
-  agent::AgentThread agent(options);
-  app::ValidateRequest v;
-  v.plan = plan_args("host");
-  v.plan.objective = "time";
-  v.db = db_path().string();
-  v.execute = true;
-  v.port = agent.link();
+  agent::AgentThread agent(agent_without_probe());
+  app::ValidateRequest v = execute_on(agent.link());
   const app::ValidateOutcome o = app::validate(v);
   EXPECT_TRUE(o.gradients_match());
   EXPECT_EQ(o.steps_timed, o.steps);
@@ -180,17 +187,8 @@ TEST_F(TimeOnlyProfiling, ValidatingOnRealKernelsComparesTimePerStepAndLeavesEne
 
 TEST_F(TimeOnlyProfiling, APlanOnCostsTimedInIterationsIsValidatedAgainByIdOnTheSameCosts) {
   record_without_probe("");
-  agent::AgentOptions options;
-  options.link = "pty";
-  options.probe = std::string(agent::kNoProbe);
-  options.scratch = dir_;
-  agent::AgentThread agent(options);
-  app::ValidateRequest v;
-  v.plan = plan_args("host");
-  v.plan.objective = "time";
-  v.db = db_path().string();
-  v.execute = true;
-  v.port = agent.link();
+  agent::AgentThread agent(agent_without_probe());
+  app::ValidateRequest v = execute_on(agent.link());
   v.iterations = 2;
   v.plan.costs = "iteration";
   try {
@@ -228,11 +226,7 @@ TEST_F(TimeOnlyProfiling, APlanOnCostsTimedInIterationsIsValidatedAgainByIdOnThe
 }
 
 TEST_F(TimeOnlyProfiling, ValidatingAPlanForOneBoardOnAnotherKindIsRefusedNamingIt) {
-  agent::AgentOptions options;
-  options.link = "pty";
-  options.probe = std::string(agent::kNoProbe);
-  options.scratch = dir_;
-  agent::AgentThread agent(options);  // a Linux host
+  agent::AgentThread agent(agent_without_probe());  // a Linux host
   app::ValidateRequest v;
   v.plan = plan_args("pi4");  // planned on the Pi 4's published profile
   v.db = db_path().string();

@@ -25,8 +25,10 @@ std::size_t FdLink::read(uint8_t* dst, std::size_t capacity) {
   pollfd p{fd_, POLLIN, 0};
   if (::poll(&p, 1, 0) <= 0) return 0;
   const ssize_t n = ::read(fd_, dst, capacity);
-  if (n > 0) occupy(rx_free_ns_, static_cast<std::size_t>(n));
-  if (n > 0) return static_cast<std::size_t>(n);
+  if (n > 0) {
+    occupy(rx_free_ns_, static_cast<std::size_t>(n));
+    return static_cast<std::size_t>(n);
+  }
   if (n == 0 || (errno != EAGAIN && errno != EINTR)) broken_ = true;
   return 0;
 }
