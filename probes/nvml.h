@@ -13,6 +13,12 @@ namespace ergon::probes {
 /// NVIDIA's management library, loaded at run time (dlopen): no build dependency, and a clear
 /// message on machines without an NVIDIA driver. Power in watts (NVML reports milliwatts),
 /// energy in joules (millijoules since the driver loaded), power limits in watts.
+///
+/// Three power readings, which differ on real GPUs (NVML's reference for
+/// nvmlDeviceGetPowerUsage): `power_w` is nvmlDeviceGetPowerUsage, which on Ampere (except
+/// GA100) and newer, the H100 included, is the power averaged over the last second, not an
+/// instant; `instant_power_w` is the field NVML_FI_DEV_POWER_INSTANT (drivers R515 and later);
+/// `energy_j` is the energy counter (Volta and later).
 class Nvml {
  public:
   /// Loads the library (default: the driver's libnvidia-ml.so.1) and initializes it. Throws
@@ -25,6 +31,8 @@ class Nvml {
   [[nodiscard]] unsigned device_count() const;
   [[nodiscard]] std::string name(unsigned gpu) const;
   [[nodiscard]] double power_w(unsigned gpu) const;
+  /// The power now (NVML_FI_DEV_POWER_INSTANT); DeviceError where the driver lacks the field.
+  [[nodiscard]] double instant_power_w(unsigned gpu) const;
   /// Energy since the driver loaded (Volta and later); DeviceError where unsupported.
   [[nodiscard]] double energy_j(unsigned gpu) const;
   [[nodiscard]] double power_limit_w(unsigned gpu) const;
@@ -42,9 +50,21 @@ class Nvml {
   std::unique_ptr<Api> api_;
 };
 
-/// Samples each GPU's power (channel = GPU index) every `interval_s` (default 50 ms: NVML
-/// updates power about every 20-100 ms depending on the board).
+/// What an NVML probe's samples are.
+enum class NvmlSource {
+  kAuto,     ///< the energy counter where every GPU has one, else the instant field, else average
+  kEnergy,   ///< the energy counter's increase over each interval: the interval's mean power,
+             ///< stamped at its end (as RAPL's); the samples integrate to the counter exactly
+  kInstant,  ///< NVML_FI_DEV_POWER_INSTANT at each read
+  kAverage,  ///< nvmlDeviceGetPowerUsage at each read: a one-second average on Ampere and newer
+};
+/// "energy", "instant", "average" or "auto"; InputError otherwise.
+NvmlSource parse_nvml_source(const std::string& text);
+
+/// Samples each GPU's power (channel = GPU index) every `interval_s` (default 50 ms). A source
+/// the driver or GPU lacks is refused (DeviceError naming it); kAuto takes the best it has and
+/// names it in the probe's location.
 std::unique_ptr<Probe> open_nvml_probe(std::shared_ptr<Nvml> nvml, double interval_s,
-                                       const Clock& clock);
+                                       const Clock& clock, NvmlSource source = NvmlSource::kAuto);
 
 }  // namespace ergon::probes

@@ -180,6 +180,16 @@ ProbeSpec parse_probe_spec(std::string_view text) {
       spec.options[key] = value;
       continue;
     }
+    if (spec.kind == "nvml" && key == "source") {
+      const std::string value(trim(item.substr(eq + 1)));
+      try {
+        (void)parse_nvml_source(value);
+      } catch (const InputError&) {
+        throw fail("option source: energy, instant, average or auto, not '" + value + "'");
+      }
+      spec.options[key] = value;
+      continue;
+    }
     if (sigrok) {
       // Channel names and the rail's name are text; the rest numbers.
       static const char* const kSigrokKeys[] = {"voltage", "current", "power", "rail", "rate", "bus"};
@@ -199,7 +209,7 @@ ProbeSpec parse_probe_spec(std::string_view text) {
     for (const char* k : kKeys) known = known || key == k;
     if (!known)
       throw fail("unknown option '" + key +
-                 "' (shunt, max, lsb, range, brng; sim: current, bus, noise; tegrastats: interval)");
+                 "' (shunt, max, lsb, range, brng; sim: current, bus, noise; tegrastats: interval; nvml: interval, source)");
     if (!to_number(trim(item.substr(eq + 1))))
       throw fail("option " + key + " needs a number, not '" + std::string(item.substr(eq + 1)) + "'");
     spec.options[key] = std::string(trim(item.substr(eq + 1)));
@@ -215,8 +225,9 @@ std::unique_ptr<Probe> open_probe(const ProbeSpec& spec, double rate_hz, const C
   };
   if (spec.kind == "nvml") {
     const double interval_s = rate_hz > 0 ? 1 / rate_hz : option("interval", 50) / 1000;
-    return open_nvml_probe(Nvml::open(spec.bus.empty() ? "libnvidia-ml.so.1" : spec.bus),
-                           interval_s, clock);
+    const auto source = spec.options.find("source");
+    return open_nvml_probe(Nvml::open(spec.bus.empty() ? "libnvidia-ml.so.1" : spec.bus), interval_s, clock,
+                           source == spec.options.end() ? NvmlSource::kAuto : parse_nvml_source(source->second));
   }
   if (spec.kind == "ina3221" || spec.kind == "rapl") {
     const double interval_s = rate_hz > 0 ? 1 / rate_hz : option("interval", 0) / 1000;

@@ -6,10 +6,13 @@
 #   tar -xJf bundle.tar.xz && ERGON_CLI=$PWD/stage/ergon ERGON_AGENT=$PWD/stage/ergon-agent \
 #       scripts/real_silicon_table.sh mlp
 # The bundled loader runs the programs whatever the machine's own C library is.
+#   ERGON_BUNDLE_EXTRA="build/tests/probes/probes_hardware_test ..."   more programs, run as
+#       stage/run NAME ARGS (e.g. the hardware tests on a machine with the probe)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-build-device/bundle.tar.xz}
-for p in build/cli/ergon build/agent/ergon-agent; do
+read -r -a extra <<<"${ERGON_BUNDLE_EXTRA:-}"
+for p in build/cli/ergon build/agent/ergon-agent "${extra[@]}"; do
   [[ -x $p ]] || { echo "bundle_host_tools: $p is missing: cmake --build --preset default first" >&2; exit 1; }
 done
 stage=$(mktemp -d)
@@ -17,7 +20,8 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/stage/bin" "$stage/stage/lib"
 strip -o "$stage/stage/bin/ergon" build/cli/ergon
 strip -o "$stage/stage/bin/ergon-agent" build/agent/ergon-agent
-ldd build/cli/ergon build/agent/ergon-agent | awk '/=>/ {print $3} /ld-linux/ {print $1}' | grep / | sort -u |
+for p in "${extra[@]}"; do strip -o "$stage/stage/bin/$(basename "$p")" "$p"; done
+ldd build/cli/ergon build/agent/ergon-agent "${extra[@]}" | awk '/=>/ {print $3} /ld-linux/ {print $1}' | grep / | sort -u |
   while read -r lib; do cp -L "$lib" "$stage/stage/lib/"; done
 loader=$(cd "$stage/stage/lib" && ls ld-linux-*.so.* | head -n 1)
 cat >"$stage/stage/run" <<RUN

@@ -26,7 +26,7 @@ TEST(RealProbe, SamplesNearItsRateForTwoSecondsWithoutErrors) {
   }
   probe->stop();
   const double rate = readings / 2.0;
-  std::printf("%s: %.1f readings/s of %.1f; %llu read errors\n", spec, rate,
+  std::printf("%s (%s): %.1f readings/s of %.1f; %llu read errors\n", spec, probe->info().location.c_str(), rate,
               probe->info().max_rate_hz, static_cast<unsigned long long>(probe->read_errors()));
   EXPECT_GE(rate, 0.9 * probe->info().max_rate_hz);
   EXPECT_EQ(probe->read_errors(), 0U);

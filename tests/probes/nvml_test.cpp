@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+
 #include <cstdlib>
 
 #include "tests/support/fake_clock.h"
@@ -9,6 +11,30 @@
 
 namespace ergon::probes {
 namespace {
+
+// A test's clock that the fake NVML library's time follows (its energy counter steps every
+// 100 ms of it; a replayed trace advances with it).
+class NvmlClock final : public Clock {
+ public:
+  NvmlClock() {
+    void* lib = ::dlopen(FAKE_NVML_LIBRARY, RTLD_NOW);
+    set_ = reinterpret_cast<void (*)(long long)>(::dlsym(lib, "fake_nvml_set_time_ns"));
+    set_(now_);
+  }
+  [[nodiscard]] int64_t now_ns() const override { return now_; }
+  void sleep_until_ns(int64_t t_ns) const override {
+    if (t_ns > now_) now_ = t_ns;
+    set_(now_);
+  }
+  void set_ns(int64_t t_ns) {
+    now_ = t_ns;
+    set_(now_);
+  }
+
+ private:
+  void (*set_)(long long) = nullptr;
+  mutable int64_t now_ = 0;
+};
 
 TEST(Nvml, WithoutADriverTheMessageSaysNvmlIsNotAvailable) {
   try {
@@ -24,14 +50,15 @@ TEST(Nvml, ReadsPowerEnergyAndLimitsAndSetsALimitWithinRange) {
   ASSERT_EQ(nvml->device_count(), 2U);
   EXPECT_EQ(nvml->name(1), "Fake H100 1");
   EXPECT_DOUBLE_EQ(nvml->power_limit_w(0), 700);
-  EXPECT_DOUBLE_EQ(nvml->power_w(0), 450);
+  EXPECT_DOUBLE_EQ(nvml->instant_power_w(0), 450);
+  EXPECT_DOUBLE_EQ(nvml->power_w(0), 255);  // the one-second average, lagging the load
   EXPECT_GT(nvml->energy_j(0), 0);
   const auto [lo, hi] = nvml->power_limit_range_w(0);
   EXPECT_DOUBLE_EQ(lo, 200);
   EXPECT_DOUBLE_EQ(hi, 700);
   nvml->set_power_limit_w(0, 300);  // a cap below what the load wants
   EXPECT_DOUBLE_EQ(nvml->power_limit_w(0), 300);
-  EXPECT_DOUBLE_EQ(nvml->power_w(0), 300);
+  EXPECT_DOUBLE_EQ(nvml->instant_power_w(0), 300);
   EXPECT_THROW(nvml->set_power_limit_w(0, 150), InputError);
   ::setenv("FAKE_NVML_DENY", "1", 1);
   try {
@@ -46,18 +73,108 @@ TEST(Nvml, ReadsPowerEnergyAndLimitsAndSetsALimitWithinRange) {
   nvml->set_power_limit_w(0, 700);
 }
 
-TEST(Nvml, TheProbeSamplesEveryGpuAtItsInterval) {
-  ergon::testing::FakeClock clock;
+TEST(Nvml, TheProbeSamplesTheEnergyCounterBetweenItsStepsNotAtItsOwnRate) {
+  NvmlClock clock;
+  // Asked for 20 samples a second from a counter that moves every 100 ms: each sample spans
+  // one step of the counter (a 50 ms interval would read 0 W and twice the power in turn).
   auto probe = open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock);
   ASSERT_EQ(probe->info().channels.size(), 2U);
+  EXPECT_EQ(probe->info().location, "NVML energy counter, the mean between its steps, moving every 100 ms");
+  EXPECT_DOUBLE_EQ(probe->info().max_rate_hz, 10);
+  probe->start();
+  std::vector<PowerSample> s;
+  const int64_t t0 = clock.now_ns();
+  EXPECT_EQ(t0 % 100'000'000, 0);  // start() waited for a step
+  // Each NVML call costs about a millisecond of kernel time on an H100: the counter is polled
+  // only from a little before each step is due, not all through the 100 ms.
+  auto reads = reinterpret_cast<long long (*)()>(::dlsym(::dlopen(FAKE_NVML_LIBRARY, RTLD_NOW), "fake_nvml_energy_reads"));
+  const long long reads_before = reads();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(probe->read(s), 2U);
+  EXPECT_LE(reads() - reads_before, 3 * 2 * 10);  // at most 10 reads per GPU and step
+  ASSERT_EQ(s.size(), 6U);
+  EXPECT_EQ(s[1].rail, 1);
+  for (const auto& x : s) EXPECT_EQ(x.power_uw, 450'000'000);  // 45 J per 100 ms, not the lagging 255 W average
+  EXPECT_EQ(s[0].t_ticks, static_cast<uint64_t>(t0 + 100'000'000));  // stamped at the step
+  EXPECT_EQ(clock.now_ns() - t0, 300'000'000);
+}
+
+TEST(Nvml, OnARealH100TheEnergyProbeFollowsALoadWithinOneStepAndSumsToTheCounter) {
+  ::setenv("FAKE_NVML_TRACE", ERGON_TEST_DATA_DIR "/nvml/h100_step_response.csv", 1);
+  const double load_start_s = 2.996344;  // the trace's first row is 2.996 s before the load
+  auto first_at_least = [&](const std::vector<PowerSample>& s, double w) {
+    for (const auto& x : s)
+      if (x.power_uw >= w * 1e6) return static_cast<double>(x.t_ticks) * 1e-9 - load_start_s;
+    return 1e9;
+  };
+  auto until = [&](Probe& probe, NvmlClock& clock, double end_s) {
+    std::vector<PowerSample> s;
+    probe.start();
+    while (clock.now_ns() < static_cast<int64_t>(end_s * 1e9)) probe.read(s);
+    return s;
+  };
+  {
+    NvmlClock clock;
+    auto nvml = Nvml::open(FAKE_NVML_LIBRARY);
+    auto probe = open_nvml_probe(nvml, 0.05, clock);
+    const auto s = until(*probe, clock, 9.5);
+    ASSERT_GT(s.size(), 80U);
+    // It idles at 126 W, and at 77 W once the load's process has ended (6.47 s).
+    for (const auto& x : s) EXPECT_GE(x.power_uw, 70'000'000) << "at " << x.t_ticks;
+    // The load's first kernel ran at 0; the counter's first step after it shows it.
+    EXPECT_LT(first_at_least(s, 600), 0.35);
+    // Every joule the counter counted between the first and last sample is in the samples.
+    double sum_j = 0;
+    for (std::size_t i = 1; i < s.size(); ++i)
+      sum_j += s[i].power_uw * 1e-6 * static_cast<double>(s[i].t_ticks - s[i - 1].t_ticks) * 1e-9;
+    clock.set_ns(static_cast<int64_t>(s.front().t_ticks));
+    const double e0 = nvml->energy_j(0);
+    clock.set_ns(static_cast<int64_t>(s.back().t_ticks));
+    EXPECT_NEAR(sum_j, nvml->energy_j(0) - e0, 1e-6 * sum_j);
+  }
+  {
+    // nvmlDeviceGetPowerUsage, a one-second average, is still short of the load 0.8 s in.
+    NvmlClock clock;
+    auto probe = open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock, NvmlSource::kAverage);
+    EXPECT_GT(first_at_least(until(*probe, clock, 6), 600), 0.8);
+  }
+  ::unsetenv("FAKE_NVML_TRACE");
+}
+
+TEST(Nvml, WithoutAnEnergyCounterTheProbeReadsInstantPowerNeverTheOneSecondAverage) {
+  ::setenv("FAKE_NVML_NO_ENERGY", "1", 1);
+  NvmlClock clock;
+  auto probe = open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock);
+  ::unsetenv("FAKE_NVML_NO_ENERGY");
+  EXPECT_EQ(probe->info().location, "NVML instant power");
   probe->start();
   std::vector<PowerSample> s;
   const int64_t t0 = clock.now_ns();
   for (int i = 0; i < 3; ++i) probe->read(s);
   ASSERT_EQ(s.size(), 6U);
-  EXPECT_EQ(s[1].rail, 1);
   EXPECT_EQ(s[0].power_uw, 450'000'000);
   EXPECT_EQ(clock.now_ns() - t0, 100'000'000);  // reads at 0, 50 and 100 ms
+}
+
+TEST(Nvml, TheOneSecondAverageIsUsedOnlyWhenNothingBetterExistsAndTheProbeSaysSo) {
+  ::setenv("FAKE_NVML_NO_ENERGY", "1", 1);
+  ::setenv("FAKE_NVML_NO_FIELDS", "1", 1);
+  NvmlClock clock;
+  auto probe = open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock);
+  EXPECT_NE(probe->info().location.find("1 s average"), std::string::npos) << probe->info().location;
+  // Asked for by name, a source the driver lacks is refused with NVML's reason.
+  try {
+    open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock, NvmlSource::kInstant);
+    ADD_FAILURE();
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("NVML_FI_DEV_POWER_INSTANT"), std::string::npos) << e.what();
+  }
+  ::unsetenv("FAKE_NVML_NO_ENERGY");
+  ::unsetenv("FAKE_NVML_NO_FIELDS");
+}
+
+TEST(Nvml, TheProbeSpecNamesItsSource) {
+  EXPECT_EQ(parse_probe_spec("nvml,source=instant").options.at("source"), "instant");
+  EXPECT_THROW(parse_probe_spec("nvml,source=fast"), InputError);
 }
 
 }  // namespace
