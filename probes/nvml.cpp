@@ -334,7 +334,10 @@ class NvmlProbe final : public Probe {
           seen_mj_[ch.id] = mj;
           seen_ns_[ch.id] = now;
           if (now - last_ns_[ch.id] >= pacer_.interval_ns() - kCounterPollNs) {
-            out.push_back(sample(ch.id, now, (mj - last_mj_[ch.id]) * 1e-3 / (static_cast<double>(now - last_ns_[ch.id]) * 1e-9)));
+            // Stamped at the middle of the two steps: attribution reads samples as points
+            // of a piecewise-linear power, and a mean stamped at its end would lag by half.
+            out.push_back(sample(ch.id, last_ns_[ch.id] + (now - last_ns_[ch.id]) / 2,
+                                 (mj - last_mj_[ch.id]) * 1e-3 / (static_cast<double>(now - last_ns_[ch.id]) * 1e-9)));
             last_mj_[ch.id] = mj;
             last_ns_[ch.id] = now;
             ++emitted;

@@ -53,8 +53,9 @@ class Nvml {
 /// What an NVML probe's samples are.
 enum class NvmlSource {
   kAuto,     ///< the energy counter where every GPU has one, else the instant field, else average
-  kEnergy,   ///< the energy counter's increase over each interval: the interval's mean power,
-             ///< stamped at its end (as RAPL's); the samples integrate to the counter exactly
+  kEnergy,   ///< the energy counter between two of its steps: their mean power, stamped half way
+             ///< (attribution reads samples as points); the steps tile the time, so the
+             ///< samples' energy is the counter's
   kInstant,  ///< NVML_FI_DEV_POWER_INSTANT at each read
   kAverage,  ///< nvmlDeviceGetPowerUsage at each read: a one-second average on Ampere and newer
 };

@@ -94,7 +94,7 @@ TEST(Nvml, TheProbeSamplesTheEnergyCounterBetweenItsStepsNotAtItsOwnRate) {
   ASSERT_EQ(s.size(), 6U);
   EXPECT_EQ(s[1].rail, 1);
   for (const auto& x : s) EXPECT_EQ(x.power_uw, 450'000'000);  // 45 J per 100 ms, not the lagging 255 W average
-  EXPECT_EQ(s[0].t_ticks, static_cast<uint64_t>(t0 + 100'000'000));  // stamped at the step
+  EXPECT_EQ(s[0].t_ticks, static_cast<uint64_t>(t0 + 50'000'000));  // half way between its steps
   EXPECT_EQ(clock.now_ns() - t0, 300'000'000);
 }
 
@@ -120,16 +120,18 @@ TEST(Nvml, OnARealH100TheEnergyProbeFollowsALoadWithinOneStepAndSumsToTheCounter
     ASSERT_GT(s.size(), 80U);
     // It idles at 126 W, and at 77 W once the load's process has ended (6.47 s).
     for (const auto& x : s) EXPECT_GE(x.power_uw, 70'000'000) << "at " << x.t_ticks;
-    // The load's first kernel ran at 0; the counter's first step after it shows it.
-    EXPECT_LT(first_at_least(s, 600), 0.35);
-    // Every joule the counter counted between the first and last sample is in the samples.
+    // The load's first kernel ran at 0; the counter's first step after it shows it, in a
+    // sample stamped half way back to the step before.
+    EXPECT_LT(first_at_least(s, 600), 0.3);
+    // The power as attribution reads it (linear between samples) holds the counter's energy
+    // between the first and last sample's times to within the counter's resolution.
     double sum_j = 0;
     for (std::size_t i = 1; i < s.size(); ++i)
-      sum_j += s[i].power_uw * 1e-6 * static_cast<double>(s[i].t_ticks - s[i - 1].t_ticks) * 1e-9;
+      sum_j += (s[i].power_uw + s[i - 1].power_uw) * 0.5e-6 * static_cast<double>(s[i].t_ticks - s[i - 1].t_ticks) * 1e-9;
     clock.set_ns(static_cast<int64_t>(s.front().t_ticks));
     const double e0 = nvml->energy_j(0);
     clock.set_ns(static_cast<int64_t>(s.back().t_ticks));
-    EXPECT_NEAR(sum_j, nvml->energy_j(0) - e0, 1e-6 * sum_j);
+    EXPECT_NEAR(sum_j, nvml->energy_j(0) - e0, 0.01 * sum_j);
   }
   {
     // nvmlDeviceGetPowerUsage, a one-second average, is still short of the load 0.8 s in.
