@@ -167,7 +167,9 @@ class RaplProbe final : public Probe {
       last_uj_[i] = uj;
       PowerSample s;
       s.rail = static_cast<uint8_t>(i);
-      s.t_ticks = static_cast<uint64_t>(now);
+      // The interval's mean, stamped half way through it: attribution reads samples as points
+      // of a piecewise-linear power, and a mean stamped at its end would lag by half.
+      s.t_ticks = static_cast<uint64_t>(last_ns_ + (now - last_ns_) / 2);
       s.power_uw = static_cast<int32_t>(std::lround(static_cast<double>(delta) / dt_s));
       out.push_back(s);
     }

@@ -90,8 +90,10 @@ TEST_F(RaplTest, PowerIsTheEnergyCounterSlopeAcrossWraparound) {
   set_energy("intel-rapl:0:0", 500'000 + 2'500'000);
   set_energy("intel-rapl:1", 2'000'000 + 10'000'000);
   std::vector<PowerSample> s;
+  const int64_t t0 = clock.now_ns();
   ASSERT_EQ(probe->read(s), 3U);
   EXPECT_EQ(s[0].power_uw, 15'000'000);
+  EXPECT_EQ(s[0].t_ticks, static_cast<uint64_t>(t0 + 250'000'000));  // the interval's middle
   EXPECT_EQ(s[1].power_uw, 5'000'000);
   EXPECT_EQ(s[2].power_uw, 20'000'000);
   // The package counter wraps at max_energy_range_uj (262143328850).
