@@ -21,16 +21,40 @@ namespace {
 constexpr double kAdcMult = 1.8 / 163840;
 constexpr uint32_t kAdcMax = 0x3FFF;  // 14 bits
 
+/// Device text shown in a message: printable ASCII, others as \xNN, at most about 40 characters.
+std::string shown(std::string_view text) {
+  std::string out;
+  std::size_t used = 0;
+  for (; used < text.size() && out.size() < 40; ++used) {
+    const auto u = static_cast<unsigned char>(text[used]);
+    if (u >= 0x20 && u < 0x7f) {
+      out += text[used];
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += {'\\', 'x', kHex[u >> 4], kHex[u & 15]};
+    }
+  }
+  return used < text.size() ? out + "..." : out;
+}
+
 double parse_number(std::string_view key, std::string_view value) {
   // "-nan" is what an uncalibrated device says for some constants: take it as absent.
   if (value == "-nan" || value == "nan") return std::numeric_limits<double>::quiet_NaN();
   try {
     std::size_t used = 0;
     const double v = std::stod(std::string(value), &used);
-    if (used == value.size()) return v;
+    if (used == value.size() && std::isfinite(v)) return v;
   } catch (const std::exception&) {
   }
-  throw InputError("PPK2 metadata: " + std::string(key) + ": expected a number, got '" + std::string(value) + "'");
+  throw InputError("PPK2 metadata: " + shown(key) + ": expected a number, got '" + shown(value) + "'");
+}
+
+/// An integer field: a whole number within [lo, hi].
+int parse_whole(std::string_view key, double v, double lo, double hi, const char* unit = "") {
+  if (!(v >= lo && v <= hi) || v != std::floor(v))
+    throw InputError("PPK2 metadata: " + std::string(key) + ": " + std::to_string(v) + unit + " is not a whole number from " +
+                     std::to_string(static_cast<long long>(lo)) + " to " + std::to_string(static_cast<long long>(hi)) + unit);
+  return static_cast<int>(v);
 }
 
 /// y = GS rwg^2 + GI rwg solved for rwg >= 0.
@@ -270,9 +294,10 @@ Ppk2Calibration parse_ppk2_metadata(std::string_view text) {
     const double v = parse_number(key, value);
     if (std::isnan(v)) continue;
     if (key == "Calibrated") cal.calibrated = v != 0;
-    else if (key == "VDD") cal.vdd_mv = static_cast<int>(v);
-    else if (key == "mode") cal.mode = static_cast<int>(v);
-    else if (key == "HW") cal.hw = static_cast<int>(v);
+    // The regulator's range (Nordic's PPK2 user guide: 800 to 5000 mV); 1 ampere, 2 source meter.
+    else if (key == "VDD") cal.vdd_mv = parse_whole("VDD", v, 800, 5000, " mV");
+    else if (key == "mode") cal.mode = parse_whole("mode", v, 1, 2);
+    else if (key == "HW") cal.hw = parse_whole("HW", v, 0, std::numeric_limits<int>::max());
     else if (key.size() >= 2 && key.back() >= '0' && key.back() <= '4') {
       const auto r = static_cast<std::size_t>(key.back() - '0');
       const std::string_view name = key.substr(0, key.size() - 1);

@@ -48,6 +48,28 @@ TEST(Ppk2, ARealDevicesMetadataGivesItsCalibration) {
   EXPECT_THROW(parse_ppk2_metadata("R0: ten\n"), InputError);
 }
 
+TEST(Ppk2, ACorruptedMetadataAnswerIsRefusedInOnePrintableLineNamingTheKey) {
+  // What a line corrupted on the wire may say (found by fuzz_ppk2_metadata): an infinite
+  // constant, a regulator voltage the PPK2 cannot set, a mode it does not have, bytes that
+  // are not text.
+  auto refusal = [](const std::string& text) {
+    try {
+      (void)parse_ppk2_metadata(text);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refusal("GS1: inf\n"), "PPK2 metadata: GS1: expected a number, got 'inf'");
+  EXPECT_NE(refusal("VDD: 1e300\n").find("VDD: "), std::string::npos);
+  EXPECT_NE(refusal("VDD: 6000\n").find("from 800 to 5000 mV"), std::string::npos);
+  EXPECT_NE(refusal("mode: 7\n").find("mode: "), std::string::npos);
+  const std::string garbled = refusal("R\xff\x01: 1.0\xfe" + std::string(200, '\xff') + "\n");
+  EXPECT_NE(garbled.find("R\\xff\\x01: expected a number"), std::string::npos) << garbled;
+  EXPECT_LT(garbled.size(), 200U);
+  for (const char c : garbled) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << garbled;
+}
+
 TEST(Ppk2, ASampleDecodesToItsCurrentWithinOneStepOfItsRange) {
   const auto cal = SimPpk2::real_calibration();
   for (double amps : {2e-6, 150e-6, 3e-3, 40e-3, 0.5, 2.0}) {
