@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "devices/protocol/messages.h"
 #include "probes/probe.h"
 
@@ -29,10 +30,10 @@ class ObjectReader {
   [[noreturn]] void fail(std::string_view key, std::string_view expected, const json& got) const {
     std::string shown = got.dump();
     if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
-    throw InputError(origin_ + ": " + field(key) + ": expected " + std::string(expected) + ", got " + shown);
+    throw InputError(printable(origin_ + ": " + field(key) + ": expected " + std::string(expected) + ", got " + shown, 400));
   }
   [[noreturn]] void missing(std::string_view key, std::string_view expected) const {
-    throw InputError(origin_ + ": " + field(key) + ": missing (expected " + std::string(expected) + ")");
+    throw InputError(printable(origin_ + ": " + field(key) + ": missing (expected " + std::string(expected) + ")", 400));
   }
 
   bool has(std::string_view key) {
@@ -97,7 +98,7 @@ class ObjectReader {
       if (seen_.count(key)) continue;
       std::string known;
       for (const auto& k : seen_) known += (known.empty() ? "" : ", ") + k;
-      throw InputError(origin_ + ": " + field(key) + ": unknown field (expected one of: " + known + ")");
+      throw InputError(printable(origin_ + ": " + field(key) + ": unknown field (expected one of: " + known + ")", 400));
     }
   }
 
@@ -226,11 +227,13 @@ BoardProfile parse_board_descriptor(std::string_view json_text, const std::strin
   json doc;
   try {
     doc = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." without its prefix.
+  } catch (const json::exception& e) {
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." without its
+    // prefix; also a number too large for a double ("number overflow parsing '60e6144'").
     std::string what = e.what();
-    if (const auto at = what.find("parse error"); at != std::string::npos) what = what.substr(at);
-    throw InputError(origin + ": not JSON: " + what);
+    if (const auto at = what.find("] "); what.starts_with("[json.exception.") && at != std::string::npos)
+      what = what.substr(at + 2);
+    throw InputError(printable(origin + ": not JSON: " + what, 400));
   }
   ObjectReader r(doc, "", origin);
   const std::string schema = r.text("schema");

@@ -14,28 +14,13 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace ergon::probes {
 namespace {
 
 constexpr double kAdcMult = 1.8 / 163840;
 constexpr uint32_t kAdcMax = 0x3FFF;  // 14 bits
-
-/// Device text shown in a message: printable ASCII, others as \xNN, at most about 40 characters.
-std::string shown(std::string_view text) {
-  std::string out;
-  std::size_t used = 0;
-  for (; used < text.size() && out.size() < 40; ++used) {
-    const auto u = static_cast<unsigned char>(text[used]);
-    if (u >= 0x20 && u < 0x7f) {
-      out += text[used];
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += {'\\', 'x', kHex[u >> 4], kHex[u & 15]};
-    }
-  }
-  return used < text.size() ? out + "..." : out;
-}
 
 double parse_number(std::string_view key, std::string_view value) {
   // "-nan" is what an uncalibrated device says for some constants: take it as absent.
@@ -46,7 +31,7 @@ double parse_number(std::string_view key, std::string_view value) {
     if (used == value.size() && std::isfinite(v)) return v;
   } catch (const std::exception&) {
   }
-  throw InputError("PPK2 metadata: " + shown(key) + ": expected a number, got '" + shown(value) + "'");
+  throw InputError("PPK2 metadata: " + printable(key, 40) + ": expected a number, got '" + printable(value, 40) + "'");
 }
 
 /// An integer field: a whole number within [lo, hi].

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything (ergon-agent for arm64 too, and the Cortex-M
 # firmware images, with their sizes, one of them run under qemu-system-arm), fuzzes the protocol
-# decoder, the tegrastats parser, the ONNX importer, the graph JSON reader and the PPK2 metadata
-# parser for a bounded time (libFuzzer, clang, ASan + UBSan), then
+# decoder, the tegrastats parser, the ONNX importer, the graph JSON reader, the PPK2 metadata,
+# --probe specs and board descriptor files for a bounded time (libFuzzer, clang, ASan + UBSan), then
 # runs every test that needs no hardware.
 #   ERGON_FUZZ_SECONDS   fuzzing time (default 60; 0 skips fuzzing)
 #   ERGON_HARDWARE_TESTS=1 also runs tests labelled `hardware` (boards attached)

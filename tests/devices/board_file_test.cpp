@@ -79,6 +79,17 @@ std::string error_of(const std::string& text) {
   return "(no error)";
 }
 
+TEST(BoardFile, ANumberTooLargeOrBytesThatAreNotTextGetOnePrintableLine) {
+  // Found by fuzz_user_files: a number past a double's range escaped the JSON reader's
+  // parse-error handling, and the reader's own message quoted the file's bytes raw.
+  std::string big = pi5_with("/power/idle_w", 1);
+  big.replace(big.find("\"idle_w\":1") + 9, 1, "60e6144");
+  EXPECT_EQ(error_of(big), "pi5.json: not JSON: number overflow parsing '60e6144'");
+  const std::string raw = error_of("{\"schema\": \"ergon-board/1\", \"name\": \"M0\xfe\x01\"}");
+  EXPECT_NE(raw.find("\\xfe"), std::string::npos) << raw;
+  for (const char c : raw) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << raw;
+}
+
 TEST(BoardFile, ABadFieldGetsOneLineNamingItAndWhatWasExpected) {
   EXPECT_EQ(error_of(pi5_with("/power/idle_w", "2,7")),
             "pi5.json: power.idle_w: expected a number > 0 and <= 1000 (watts with nothing running), got \"2,7\"");
