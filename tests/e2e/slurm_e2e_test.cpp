@@ -111,7 +111,9 @@ std::vector<std::string> plan_rows(const fs::path& csv) {
 TEST_F(SlurmSweep, AnArrayOfCellsStoresTheSamePlansAsTheSweepInOneProcess) {
   auto& server = PostgresServer::shared();
   const std::string lab = server.create_database("slurm_sweep");
-  const std::string sweep = "pareto --model mlp --board pi4 --planners chen,rotor,pofo,paging --budgets 4";
+  // A limit far above what each cell needs (paging's tightest cell: 3.3 s alone), so that a
+  // busy machine cannot stop one of the two sweeps early and give a different plan.
+  const std::string sweep = "pareto --model mlp --board pi4 --planners chen,rotor,pofo,paging --budgets 4 --time-limit 120";
 
   const auto [submitted, submit_out] = ergon(sweep + " --db " + quote(lab) + " --slurm");
   ASSERT_EQ(submitted, 0) << submit_out;
