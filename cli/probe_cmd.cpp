@@ -203,9 +203,16 @@ int run_probe_list(std::ostream& out) {
     const unsigned n = nvml->device_count();
     for (unsigned gpu = 0; gpu < n; ++gpu) {
       const auto [lo, hi] = nvml->power_limit_range_w(gpu);
-      out << fmt::format("nvml: GPU {} {}: {:.0f} W now, limit {:.0f} W ({:.0f}..{:.0f})  ->  "
-                         "--probe nvml\n",
-                         gpu, nvml->name(gpu), nvml->power_w(gpu), nvml->power_limit_w(gpu), lo, hi);
+      // The instant reading where the driver has it: on Ampere and newer the plain one is a
+      // one-second average (docs/boards.md, "NVML on an H100").
+      std::string now;
+      try {
+        now = fmt::format("{:.0f} W now", nvml->instant_power_w(gpu));
+      } catch (const DeviceError&) {
+        now = fmt::format("{:.0f} W (the driver's average)", nvml->power_w(gpu));
+      }
+      out << fmt::format("nvml: GPU {} {}: {}, limit {:.0f} W ({:.0f}..{:.0f})  ->  --probe nvml\n", gpu,
+                         nvml->name(gpu), now, nvml->power_limit_w(gpu), lo, hi);
     }
   } catch (const DeviceError& e) {
     out << "nvml: " << e.what() << "\n";
