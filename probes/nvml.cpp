@@ -45,6 +45,7 @@ constexpr int kValueUnsignedLong = 2;
 constexpr int kValueUnsignedLongLong = 3;
 constexpr int kValueSignedLongLong = 4;
 constexpr int kValueSignedInt = 5;
+constexpr int kValueUnsignedShort = 6;
 
 }  // namespace
 
@@ -143,7 +144,8 @@ double Nvml::instant_power_w(unsigned gpu) const {
     case kValueUnsignedLongLong: mw = static_cast<double>(f.value.ull); break;
     case kValueSignedLongLong: mw = static_cast<double>(f.value.sll); break;
     case kValueSignedInt: mw = f.value.si; break;
-    default: mw = f.value.d;
+    case kValueUnsignedShort: mw = f.value.us; break;
+    default: mw = f.value.d;  // NVML_VALUE_TYPE_DOUBLE
   }
   return mw * 1e-3;
 }
@@ -315,7 +317,7 @@ class NvmlProbe final : public Probe {
     return took;
   }
   // Waits for the next step of a counter at least one interval after that GPU's last sample;
-  // the sample is the energy since then over the time since then, stamped at the step.
+  // the sample is the energy since then over the time since then, stamped half way.
   std::size_t read_energy(std::vector<PowerSample>& out) {
     if (last_mj_.size() != info_.channels.size()) start();
     for (;;) {
