@@ -263,7 +263,9 @@ BoardProfile parse_board_descriptor(std::string_view json_text, const std::strin
   {
     ObjectReader cpu = r.object("cpu");
     b.cpu = cpu.text("name", 0, false);
-    b.cores = static_cast<int>(cpu.count_or("cores", 1, 1, "cores the kernels may use"));
+    const uint64_t cores = cpu.count_or("cores", 1, 1, "cores the kernels may use");
+    if (cores > 4096) throw InputError(printable(origin + ": cpu.cores: expected at most 4096, got " + std::to_string(cores), 400));
+    b.cores = static_cast<int>(cores);
     b.flops_per_s = cpu.number("flops_per_s", 0, kInf, "sustained fp32 FLOP/s of one core", true);
     b.mem_bytes_per_s = cpu.number("mem_bytes_per_s", 0, kInf, "bytes/s for memory-bound ops", true);
     b.op_overhead_s = cpu.number("op_overhead_s", 0, 1, "seconds per op invocation");
@@ -325,7 +327,7 @@ BoardProfile parse_board_descriptor(std::string_view json_text, const std::strin
 
 BoardProfile load_board_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string() + ": cannot read the board descriptor");
+  if (!in) throw InputError(printable(path.string(), 200) + ": cannot read the board descriptor");
   std::ostringstream text;
   text << in.rdbuf();
   return parse_board_descriptor(text.str(), path.string());

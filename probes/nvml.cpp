@@ -40,6 +40,7 @@ struct Field {
 };
 static_assert(sizeof(Field) == 40);
 constexpr unsigned kFieldPowerInstant = 186;  // NVML_FI_DEV_POWER_INSTANT, milliwatts
+constexpr int kValueDouble = 0;
 constexpr int kValueUnsignedInt = 1;
 constexpr int kValueUnsignedLong = 2;
 constexpr int kValueUnsignedLongLong = 3;
@@ -145,7 +146,8 @@ double Nvml::instant_power_w(unsigned gpu) const {
     case kValueSignedLongLong: mw = static_cast<double>(f.value.sll); break;
     case kValueSignedInt: mw = f.value.si; break;
     case kValueUnsignedShort: mw = f.value.us; break;
-    default: mw = f.value.d;  // NVML_VALUE_TYPE_DOUBLE
+    case kValueDouble: mw = f.value.d; break;
+    default: throw DeviceError("NVML: cannot " + doing + ": a value of unknown type " + std::to_string(f.value_type));
   }
   return mw * 1e-3;
 }
@@ -191,10 +193,10 @@ const char* source_name(NvmlSource source) {
 }
 
 // The energy counter moves in steps (every 100 ms, within about 5 ms, on an H100 with driver
-// 580): a reading between two steps holds the last one. Each step is timed by polling the
-// counter every 2 ms from a little before it is due (each NVML call costs about a millisecond
-// of the kernel's time, so the probe does not poll all the time), and a sample is the energy
-// between two steps over the time between them.
+// 580): a reading between two steps holds the last one. Each GPU's steps are timed by polling
+// its counter every 2 ms from a little before the step a sample ends at is due (each NVML call
+// costs about a millisecond of the kernel's time, so the probe does not poll all the time),
+// and a sample is the energy between two steps over the time between them.
 constexpr int64_t kCounterPollNs = 2'000'000;
 constexpr int64_t kCounterLeadNs = 15'000'000;  ///< polling starts this long before a step is due
 constexpr int64_t kCounterStuckNs = 1'000'000'000;
@@ -220,26 +222,30 @@ class NvmlProbe final : public Probe {
         return std::string(e.what());
       }
     };
-    const std::string no_energy = every_gpu([&](unsigned g) { return nvml_->energy_j(g); });
+    std::string no_energy = every_gpu([&](unsigned g) { return nvml_->energy_j(g); });
     const std::string no_instant = every_gpu([&](unsigned g) { return nvml_->instant_power_w(g); });
-    if (source_ == NvmlSource::kAuto)
-      source_ = no_energy.empty() ? NvmlSource::kEnergy
-                : no_instant.empty() ? NvmlSource::kInstant
-                                     : NvmlSource::kAverage;
+    const bool chosen = source_ != NvmlSource::kAuto;
+    if (no_energy.empty() && (!chosen || source_ == NvmlSource::kEnergy)) {
+      // No sample can be finer than a counter's own steps: time a few on every GPU. A
+      // counter that does not move is refused when asked for, passed over under auto.
+      try {
+        time_steps();
+        source_ = NvmlSource::kEnergy;
+      } catch (const DeviceError& e) {
+        if (chosen) throw;
+        no_energy = e.what();
+      }
+    }
+    if (!chosen && source_ != NvmlSource::kEnergy)
+      source_ = no_instant.empty() ? NvmlSource::kInstant : NvmlSource::kAverage;
     if (source_ == NvmlSource::kEnergy && !no_energy.empty()) throw DeviceError(no_energy);
     if (source_ == NvmlSource::kInstant && !no_instant.empty()) throw DeviceError(no_instant);
     info_.max_rate_hz = 1e9 / static_cast<double>(pacer_.interval_ns());
     info_.location = std::string("NVML ") + source_name(source_);
     if (source_ == NvmlSource::kEnergy) {
-      // No sample can be finer than the counter's own steps: time a few on GPU 0.
-      start();
-      for (int i = 0; i < kPeriodSteps; ++i) {
-        const int64_t before = seen_ns_[0];
-        (void)wait_for_steps();
-        note_step(seen_ns_[0] - before);
-      }
-      info_.max_rate_hz = std::min(info_.max_rate_hz, 1e9 / static_cast<double>(period_ns_));
-      info_.location += fmt_period(period_ns_);
+      const int64_t slowest = *std::max_element(period_ns_.begin(), period_ns_.end());
+      info_.max_rate_hz = std::min(info_.max_rate_hz, 1e9 / static_cast<double>(slowest));
+      info_.location += ", moving every " + std::to_string(std::lround(static_cast<double>(slowest) * 1e-6)) + " ms";
     }
     info_.power = true;
   }
@@ -248,11 +254,7 @@ class NvmlProbe final : public Probe {
     pacer_.start();
     if (source_ != NvmlSource::kEnergy) return;
     // Each GPU's first sample begins at a step of its counter, not part way between two.
-    last_mj_.assign(info_.channels.size(), 0);
-    last_ns_.assign(info_.channels.size(), 0);
-    seen_mj_.assign(info_.channels.size(), 0);
-    seen_ns_.assign(info_.channels.size(), 0);
-    (void)wait_for_steps();
+    poll_until([&](std::size_t g, int64_t) { (void)g; return true; }, 1);
   }
   void stop() override {}
   std::size_t read(std::vector<PowerSample>& out) override {
@@ -274,79 +276,104 @@ class NvmlProbe final : public Probe {
     s.power_uw = static_cast<int32_t>(std::lround(w * 1e6));
     return s;
   }
-  static std::string fmt_period(int64_t period_ns) {
-    return ", moving every " + std::to_string(static_cast<int>(std::lround(static_cast<double>(period_ns) * 1e-6))) + " ms";
-  }
-  // The counter's period: the median of GPU 0's last few steps, timed from one seen step to
-  // the next (so the time an NVML call takes does not shorten it).
-  void note_step(int64_t interval_ns) {
-    steps_ns_.push_back(interval_ns);
-    if (steps_ns_.size() > 2 * kPeriodSteps - 1) steps_ns_.erase(steps_ns_.begin());
-    std::vector<int64_t> sorted = steps_ns_;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
-    period_ns_ = sorted[sorted.size() / 2];
-  }
-  [[noreturn]] void stuck(unsigned gpu) const {
+  [[noreturn]] static void stuck(unsigned gpu) {
     throw DeviceError("NVML: the energy counter of GPU " + std::to_string(gpu) +
                       " has not moved for 1 s (--probe nvml,source=instant reads its instant power instead)");
   }
-  // Polls every GPU's counter until it has stepped; leaves last_mj_/last_ns_ at that step and
-  // returns, per GPU, the time from the call to the step.
-  std::vector<int64_t> wait_for_steps() {
+  // Polls every GPU's counter every 2 ms until each has stepped `steps` times, calling
+  // on_step(gpu, interval since its last step) at each step (the first interval of a call is
+  // from the step seen before it, 0 if none). Leaves last_/seen_ at each GPU's last step.
+  template <class OnStep>
+  void poll_until(OnStep on_step, int steps) {
     const std::size_t n = info_.channels.size();
-    std::vector<double> was(n);
-    for (std::size_t g = 0; g < n; ++g) was[g] = nvml_->energy_j(static_cast<unsigned>(g));
-    std::vector<int64_t> took(n, -1);
-    const int64_t begin = clock_.now_ns();
-    for (std::size_t left = n; left > 0;) {
+    seen_mj_.resize(n);
+    seen_ns_.resize(n, 0);
+    std::vector<int> left(n, steps);
+    for (std::size_t g = 0; g < n; ++g) seen_mj_[g] = nvml_->energy_j(static_cast<unsigned>(g)) * 1e3;
+    std::vector<int64_t> since(n, clock_.now_ns());
+    for (std::size_t waiting = n; waiting > 0;) {
       clock_.sleep_until_ns(clock_.now_ns() + kCounterPollNs);
-      const int64_t now = clock_.now_ns();
       for (std::size_t g = 0; g < n; ++g) {
-        if (took[g] >= 0) continue;
-        const double j = nvml_->energy_j(static_cast<unsigned>(g));
-        if (j != was[g]) {
-          took[g] = now - begin;
-          last_mj_[g] = seen_mj_[g] = j * 1e3;
-          last_ns_[g] = seen_ns_[g] = now;
-          --left;
-        } else if (now - begin > kCounterStuckNs) {
-          stuck(static_cast<unsigned>(g));
+        if (left[g] == 0) continue;
+        const int64_t now = clock_.now_ns();
+        const double mj = nvml_->energy_j(static_cast<unsigned>(g)) * 1e3;
+        if (mj == seen_mj_[g]) {
+          if (now - since[g] > kCounterStuckNs) stuck(static_cast<unsigned>(g));
+          continue;
         }
+        on_step(g, seen_ns_[g] > 0 ? now - seen_ns_[g] : 0);
+        seen_mj_[g] = mj;
+        seen_ns_[g] = since[g] = now;
+        if (--left[g] == 0) --waiting;
       }
     }
-    return took;
+    last_mj_ = seen_mj_;
+    last_ns_ = seen_ns_;
   }
-  // Waits for the next step of a counter at least one interval after that GPU's last sample;
-  // the sample is the energy since then over the time since then, stamped half way.
+  // The period of each GPU's counter: the median of its last few steps, each timed from the
+  // step seen before it.
+  void note_step(std::size_t gpu, int64_t interval_ns) {
+    if (interval_ns <= 0) return;
+    auto& steps = steps_ns_[gpu];
+    steps.push_back(interval_ns);
+    if (steps.size() > 2 * kPeriodSteps - 1) steps.erase(steps.begin());
+    std::vector<int64_t> sorted = steps;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2), sorted.end());
+    period_ns_[gpu] = sorted[sorted.size() / 2];
+  }
+  void time_steps() {
+    const std::size_t n = info_.channels.size();
+    steps_ns_.assign(n, {});
+    period_ns_.assign(n, 0);
+    // Aligned at a step first, then every interval between consecutive steps (all GPUs are
+    // polled every 2 ms, so none is missed) counts.
+    poll_until([](std::size_t, int64_t) {}, 1);
+    poll_until([&](std::size_t g, int64_t interval) { note_step(g, interval); }, kPeriodSteps);
+  }
+  // The step a GPU's next sample ends at: the first due at least an interval (less half a
+  // period, as steps come early and late by a few ms) after its last sample's.
+  [[nodiscard]] int64_t next_step_due(std::size_t g) const {
+    const int64_t period = std::max(period_ns_[g], kCounterPollNs);
+    const int64_t earliest = last_ns_[g] + pacer_.interval_ns() - period / 2;
+    int64_t due = seen_ns_[g] + period;
+    if (due < earliest) due += (earliest - due + period - 1) / period * period;
+    return due;
+  }
+  [[nodiscard]] int64_t polling_from(std::size_t g) const {
+    return seen_ns_[g] + (next_step_due(g) - kCounterLeadNs - seen_ns_[g]) / kCounterPollNs * kCounterPollNs;
+  }
   std::size_t read_energy(std::vector<PowerSample>& out) {
     if (last_mj_.size() != info_.channels.size()) start();
+    const std::size_t n = info_.channels.size();
     for (;;) {
-      // Sleep until the first GPU's next step is nearly due, then poll (every 2 ms from its last).
-      const int64_t lead_ns = (period_ns_ - kCounterLeadNs) / kCounterPollNs * kCounterPollNs;
+      // Sleep until the first GPU's next sample is nearly due, then poll every 2 ms.
       int64_t wake = std::numeric_limits<int64_t>::max();
-      for (const Rail& ch : info_.channels) wake = std::min(wake, seen_ns_[ch.id] + lead_ns);
+      // (On the 2 ms grid from the GPU's last step, so a step on time is seen on time.)
+      for (std::size_t g = 0; g < n; ++g) wake = std::min(wake, polling_from(g));
       clock_.sleep_until_ns(std::max(wake, clock_.now_ns() + kCounterPollNs));
-      const int64_t now = clock_.now_ns();
       std::size_t emitted = 0;
-      for (const Rail& ch : info_.channels) {
-        if (now < seen_ns_[ch.id] + lead_ns) continue;  // not due yet
-        const double mj = nvml_->energy_j(ch.id) * 1e3;
-        if (mj != seen_mj_[ch.id]) {
-          if (ch.id == 0) note_step(now - seen_ns_[0]);
-          seen_mj_[ch.id] = mj;
-          seen_ns_[ch.id] = now;
-          if (now - last_ns_[ch.id] >= pacer_.interval_ns() - kCounterPollNs) {
-            // Stamped at the middle of the two steps: attribution reads samples as points
-            // of a piecewise-linear power, and a mean stamped at its end would lag by half.
-            out.push_back(sample(ch.id, last_ns_[ch.id] + (now - last_ns_[ch.id]) / 2,
-                                 (mj - last_mj_[ch.id]) * 1e-3 / (static_cast<double>(now - last_ns_[ch.id]) * 1e-9)));
-            last_mj_[ch.id] = mj;
-            last_ns_[ch.id] = now;
-            ++emitted;
-          }
-        } else if (now - seen_ns_[ch.id] > std::max(kCounterStuckNs, 2 * period_ns_)) {
-          stuck(ch.id);
+      for (std::size_t g = 0; g < n; ++g) {
+        const int64_t now = clock_.now_ns();
+        if (now < polling_from(g)) continue;  // not due yet
+        const double mj = nvml_->energy_j(static_cast<unsigned>(g)) * 1e3;
+        if (mj == seen_mj_[g]) {
+          if (now - seen_ns_[g] > std::max(kCounterStuckNs, 2 * period_ns_[g])) stuck(static_cast<unsigned>(g));
+          continue;
         }
+        // Steps skipped while not polled (a sample of several steps) count as one period each.
+        const int64_t since = now - seen_ns_[g];
+        const int64_t skipped = std::max<int64_t>(1, std::llround(static_cast<double>(since) / static_cast<double>(period_ns_[g])));
+        note_step(g, since / skipped);
+        seen_mj_[g] = mj;
+        seen_ns_[g] = now;
+        if (now - last_ns_[g] < pacer_.interval_ns() - period_ns_[g] / 2) continue;
+        // Stamped at the middle of the two steps: attribution reads samples as points of a
+        // piecewise-linear power, and a mean stamped at its end would lag by half.
+        out.push_back(sample(static_cast<uint8_t>(g), last_ns_[g] + (now - last_ns_[g]) / 2,
+                             (mj - last_mj_[g]) * 1e-3 / (static_cast<double>(now - last_ns_[g]) * 1e-9)));
+        last_mj_[g] = mj;
+        last_ns_[g] = now;
+        ++emitted;
       }
       if (emitted > 0) return emitted;
     }
@@ -356,9 +383,9 @@ class NvmlProbe final : public Probe {
   const Clock& clock_;
   Pacer pacer_;
   NvmlSource source_;
-  int64_t period_ns_ = 0;
-  std::vector<int64_t> steps_ns_;  ///< GPU 0's last step intervals
-  std::vector<double> last_mj_, seen_mj_;  ///< at the last sample's end, at the last step seen
+  std::vector<int64_t> period_ns_;               ///< per GPU
+  std::vector<std::vector<int64_t>> steps_ns_;   ///< per GPU, its last step intervals
+  std::vector<double> last_mj_, seen_mj_;        ///< at the last sample's end, at the last step seen
   std::vector<int64_t> last_ns_, seen_ns_;
   ProbeInfo info_;
 };

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -36,9 +37,12 @@ double parse_number(std::string_view key, std::string_view value) {
 
 /// An integer field: a whole number within [lo, hi].
 int parse_whole(std::string_view key, double v, double lo, double hi, const char* unit = "") {
-  if (!(v >= lo && v <= hi) || v != std::floor(v))
-    throw InputError("PPK2 metadata: " + std::string(key) + ": " + std::to_string(v) + unit + " is not a whole number from " +
+  if (!(v >= lo && v <= hi) || v != std::floor(v)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", v);
+    throw InputError("PPK2 metadata: " + std::string(key) + ": " + got + unit + " is not a whole number from " +
                      std::to_string(static_cast<long long>(lo)) + " to " + std::to_string(static_cast<long long>(hi)) + unit);
+  }
   return static_cast<int>(v);
 }
 

@@ -29,7 +29,8 @@ struct ProbeInfo {
 };
 
 /// A power monitor, whatever its kind: start it, take samples as they complete, stop it.
-/// Sample times are the host clock's (ns) at the read.
+/// Sample times are the host clock's (ns) at the read; a sample that is a mean over an
+/// interval (RAPL's, NVML's energy counter) is stamped at the interval's middle.
 class Probe {
  public:
   virtual ~Probe() = default;

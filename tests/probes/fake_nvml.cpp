@@ -10,7 +10,8 @@
 // FAKE_NVML_TRACE=FILE.csv replays a recorded trace instead (columns t_s, power_usage_mw,
 // field_average_mw, field_instant_mw, energy_mj; time 0 of the fake clock is the first row).
 // FAKE_NVML_NO_FIELDS=1: a driver without the power fields; FAKE_NVML_NO_ENERGY=1: a GPU
-// without the counter.
+// without the counter; FAKE_NVML_STUCK=1: a counter that never moves; FAKE_NVML_GPU1_STEP=P,O:
+// GPU 1's counter moves every P ms from O ms on (out of phase with GPU 0's).
 
 #include <cstdlib>
 #include <cstring>
@@ -64,6 +65,8 @@ const std::vector<TraceRow>* trace() {
 // The recorded poll in force at the fake clock's time.
 const TraceRow& trace_row() {
   const auto& rows = *trace();
+  static const TraceRow kNone{};
+  if (rows.empty()) return kNone;  // an unreadable trace file: every reading 0
   const double t = rows.front().t_s + static_cast<double>(now_ns) * 1e-9;
   std::size_t i = 0;
   while (i + 1 < rows.size() && rows[i + 1].t_s <= t) ++i;
@@ -143,8 +146,18 @@ int nvmlDeviceGetTotalEnergyConsumption(void* d, unsigned long long* mj) {
     *mj = trace_row().energy_mj;
     return 0;
   }
-  const long long periods = now_ns / kCounterPeriodNs;  // the counter moves every 100 ms
-  *mj = kEnergyAtTimeZeroMj + static_cast<unsigned long long>(periods) * load_mw(static_cast<Gpu*>(d)) / 10;
+  if (std::getenv("FAKE_NVML_STUCK") != nullptr) {
+    *mj = kEnergyAtTimeZeroMj;
+    return 0;
+  }
+  long long period_ns = kCounterPeriodNs, offset_ns = 0;  // the counter moves every 100 ms
+  if (const char* step = std::getenv("FAKE_NVML_GPU1_STEP"); step != nullptr && d == &gpus[1]) {
+    period_ns = std::atoll(step) * 1'000'000;
+    offset_ns = std::atoll(std::strchr(step, ',') + 1) * 1'000'000;
+  }
+  const long long steps = now_ns < offset_ns ? 0 : (now_ns - offset_ns) / period_ns;
+  // Each step adds its period's energy at the load.
+  *mj = kEnergyAtTimeZeroMj + static_cast<unsigned long long>(steps * period_ns / 1'000'000) * load_mw(static_cast<Gpu*>(d)) / 1000;
   return 0;
 }
 int nvmlDeviceGetPowerManagementLimit(void* d, unsigned* mw) {
