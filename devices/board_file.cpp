@@ -226,7 +226,14 @@ void read_truth(ObjectReader r, SimTruth& t) {
 BoardProfile parse_board_descriptor(std::string_view json_text, const std::string& origin) {
   json doc;
   try {
-    doc = json::parse(json_text);
+    // A descriptor nests a few levels; a file nested thousands deep (corrupt, or made to)
+    // would exhaust the stack in what reads it after the parser.
+    constexpr int kMaxDepth = 64;
+    doc = json::parse(json_text, [&](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxDepth)
+        throw InputError(printable(origin, 200) + ": nested deeper than " + std::to_string(kMaxDepth) + " levels: not a board descriptor");
+      return true;
+    });
   } catch (const json::exception& e) {
     // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." without its
     // prefix; also a number too large for a double ("number overflow parsing '60e6144'").

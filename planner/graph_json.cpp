@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace ergon::planner {
 namespace {
@@ -25,20 +26,10 @@ namespace {
 using nlohmann::json;
 
 constexpr std::size_t kMaxQuotedChars = 120;  // of JSON text quoted in an error message
+constexpr int kMaxJsonDepth = 64;
 
-/// Printable ASCII only, at most kMaxQuotedChars: error messages are one clean line.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    if (out.size() >= kMaxQuotedChars) {
-      out += "...";
-      break;
-    }
-    const auto u = static_cast<unsigned char>(c);
-    out += (u >= 0x20 && u < 0x7f) ? c : '?';
-  }
-  return out;
-}
+/// Quoted JSON text: one printable line (common/text.h), at most kMaxQuotedChars.
+std::string printable(std::string_view s) { return ergon::printable(s, kMaxQuotedChars); }
 
 /// Reports problems as "<source>: <where> <what>".
 class Reader {
@@ -212,7 +203,12 @@ TrainingGraph parse_graph_json(std::string_view text, const std::string& source)
   const Reader r(source);
   json doc;
   try {
-    doc = json::parse(text.begin(), text.end());
+    // A graph nests a few levels; a file nested thousands deep (corrupt, or made to) would
+    // exhaust the stack in what reads it after the parser.
+    doc = json::parse(text.begin(), text.end(), [&](int depth, json::parse_event_t, json&) {
+      if (depth > kMaxJsonDepth) r.fail("nested deeper than " + std::to_string(kMaxJsonDepth) + " levels: not a training graph");
+      return true;
+    });
   } catch (const json::parse_error& e) {
     fail_syntax(r, text, e);
   } catch (const json::exception& e) {

@@ -90,6 +90,13 @@ TEST(BoardFile, ANumberTooLargeOrBytesThatAreNotTextGetOnePrintableLine) {
   for (const char c : raw) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << raw;
 }
 
+TEST(BoardFile, AFileNestedThousandsDeepIsRefusedNotACrash) {
+  // 200 000 levels crashed ergon plan --board FILE (the stack, after the parser).
+  const std::string deep = "{\"schema\": \"ergon-board/1\", \"name\": " + std::string(200'000, '[') +
+                           std::string(200'000, ']') + "}";
+  EXPECT_EQ(error_of(deep), "pi5.json: nested deeper than 64 levels: not a board descriptor");
+}
+
 TEST(BoardFile, ABadFieldGetsOneLineNamingItAndWhatWasExpected) {
   EXPECT_EQ(error_of(pi5_with("/power/idle_w", "2,7")),
             "pi5.json: power.idle_w: expected a number > 0 and <= 1000 (watts with nothing running), got \"2,7\"");

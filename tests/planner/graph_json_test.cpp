@@ -382,6 +382,14 @@ INSTANTIATE_TEST_SUITE_P(
                  R"("fixed_bytes": 16, "idle_power_w": 3,)",
                  "node 0 (a) costs less energy than idle power over the same time"}));
 
+TEST(GraphJson, AFileNestedThousandsDeepIsRefusedNotACrash) {
+  // 200 000 levels crashed ergon plan --graph (the stack, after the parser).
+  const std::string deep = "{\"format\": " + std::string(200'000, '[') + std::string(200'000, ']') + "}";
+  const std::string message = parse_error(deep);
+  expect_clean_message(message);
+  EXPECT_EQ(message, "g.json: nested deeper than 64 levels: not a training graph");
+}
+
 TEST(GraphJson, IdlePowerIsOptionalAndRoundTrips) {
   EXPECT_EQ(parse_graph_json(kSmall, "g.json").idle_power_w, 0);
   std::string text = kSmall;
