@@ -6,13 +6,16 @@
 //   half way between idle (60 W) and the load;
 // - the instant field (NVML_FI_DEV_POWER_INSTANT) shows the load;
 // - the energy counter moves only every 100 ms, by that period's energy.
-// Its time is what the test sets with fake_nvml_set_time_ns (a test's clock calls it).
+// Its time is what the test sets with fake_nvml_set_time_ns (a test's clock calls it), or,
+// with FAKE_NVML_REAL_TIME=1, the steady clock's since the library's first reading (for a
+// test that runs ergon itself).
 // FAKE_NVML_TRACE=FILE.csv replays a recorded trace instead (columns t_s, power_usage_mw,
 // field_average_mw, field_instant_mw, energy_mj; time 0 of the fake clock is the first row).
 // FAKE_NVML_NO_FIELDS=1: a driver without the power fields; FAKE_NVML_NO_ENERGY=1: a GPU
 // without the counter; FAKE_NVML_STUCK=1: a counter that never moves; FAKE_NVML_GPU1_STEP=P,O:
 // GPU 1's counter moves every P ms from O ms on (out of phase with GPU 0's).
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -30,6 +33,13 @@ Gpu gpus[2] = {{"Fake H100 0", 700000}, {"Fake H100 1", 700000}};
 int initialized = 0;
 long long now_ns = 0;
 long long energy_reads = 0;
+
+long long current_ns() {
+  if (std::getenv("FAKE_NVML_REAL_TIME") == nullptr) return now_ns;
+  static const auto start = std::chrono::steady_clock::now();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
 constexpr unsigned long long kEnergyAtTimeZeroMj = 3'509'431;  // as the H100's counter read
 constexpr long long kCounterPeriodNs = 100'000'000;
 
@@ -67,7 +77,7 @@ const TraceRow& trace_row() {
   const auto& rows = *trace();
   static const TraceRow kNone{};
   if (rows.empty()) return kNone;  // an unreadable trace file: every reading 0
-  const double t = rows.front().t_s + static_cast<double>(now_ns) * 1e-9;
+  const double t = rows.front().t_s + static_cast<double>(current_ns()) * 1e-9;
   std::size_t i = 0;
   while (i + 1 < rows.size() && rows[i + 1].t_s <= t) ++i;
   return rows[i];
@@ -155,7 +165,8 @@ int nvmlDeviceGetTotalEnergyConsumption(void* d, unsigned long long* mj) {
     period_ns = std::atoll(step) * 1'000'000;
     offset_ns = std::atoll(std::strchr(step, ',') + 1) * 1'000'000;
   }
-  const long long steps = now_ns < offset_ns ? 0 : (now_ns - offset_ns) / period_ns;
+  const long long now = current_ns();
+  const long long steps = now < offset_ns ? 0 : (now - offset_ns) / period_ns;
   // Each step adds its period's energy at the load.
   *mj = kEnergyAtTimeZeroMj + static_cast<unsigned long long>(steps * period_ns / 1'000'000) * load_mw(static_cast<Gpu*>(d)) / 1000;
   return 0;
