@@ -11,6 +11,7 @@
 
 #include "devices/board_profile.h"
 #include "devices/sim_server.h"
+#include "tests/support/command.h"
 
 namespace ergon {
 namespace {
@@ -19,10 +20,7 @@ namespace fs = std::filesystem;
 
 const fs::path kPi5 = fs::path(ERGON_TEST_DATA_DIR) / ".." / ".." / "boards" / "examples" / "pi5.json";
 
-struct Output {
-  int status = -1;
-  std::string text;  ///< stdout and stderr
-};
+using Output = testing::CommandOutput;
 
 class BoardFolder : public ::testing::Test {
  protected:
@@ -40,14 +38,7 @@ class BoardFolder : public ::testing::Test {
   Output ergon(const std::string& args) const {
     const std::string command = "ERGON_BOARD_PATH='" + (dir_ / "boards").string() + "' '" + ERGON_BINARY_DIR +
                                 "/cli/ergon' " + args + " 2>&1";
-    Output out;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (!pipe) return out;
-    char buffer[4096];
-    while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.text.append(buffer, n);
-    const int status = ::pclose(pipe);
-    out.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return out;
+    return testing::run_shell(command);
   }
 
   fs::path dir_;

@@ -3,32 +3,21 @@
 // 100 ms as an H100's did): the samples, the source the probe says it read, and the run stored.
 
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <string>
+
+#include "tests/support/command.h"
 
 namespace ergon {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Output {
-  int status = -1;
-  std::string text;  ///< stdout and stderr
-};
+using testing::CommandOutput;
 
-Output ergon(const std::string& env, const std::string& args) {
-  const std::string command = env + " '" + ERGON_BINARY_DIR + "/cli/ergon' " + args + " 2>&1";
-  Output out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return out;
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.text.append(buffer, n);
-  const int status = ::pclose(pipe);
-  out.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
+CommandOutput ergon(const std::string& env, const std::string& args) {
+  return testing::run_shell(env + " '" + ERGON_BINARY_DIR + "/cli/ergon' " + args + " 2>&1");
 }
 
 /// The mean power `probe read` prints ("mean 450.0000 W").
@@ -40,7 +29,7 @@ double mean_w(const std::string& text) {
 TEST(NvmlProbeRead, SamplesTheEnergyCounterBetweenItsStepsAndStoresTheRun) {
   const fs::path db = fs::temp_directory_path() / ("ergon-nvml-" + std::to_string(::getpid()) + ".db");
   fs::remove(db);
-  const Output out = ergon("FAKE_NVML_REAL_TIME=1", std::string("probe read --probe nvml:") + FAKE_NVML_LIBRARY +
+  const CommandOutput out = ergon("FAKE_NVML_REAL_TIME=1", std::string("probe read --probe nvml:") + FAKE_NVML_LIBRARY +
                                                         " --duration 1.5s --db '" + db.string() + "'");
   ASSERT_EQ(out.status, 0) << out.text;
   EXPECT_NE(out.text.find("nvml at NVML energy counter, the mean between its steps, moving every 100 ms"),
@@ -55,11 +44,11 @@ TEST(NvmlProbeRead, SamplesTheEnergyCounterBetweenItsStepsAndStoresTheRun) {
 TEST(NvmlProbeRead, ACounterThatDoesNotMoveFallsBackToInstantPowerOrIsRefusedByName) {
   // Without FAKE_NVML_REAL_TIME the fake's time stands still, and so does its counter.
   const std::string probe = std::string("probe read --probe nvml:") + FAKE_NVML_LIBRARY;
-  const Output instant = ergon("", probe + " --duration 0.3s");
+  const CommandOutput instant = ergon("", probe + " --duration 0.3s");
   ASSERT_EQ(instant.status, 0) << instant.text;
   EXPECT_NE(instant.text.find("nvml at NVML instant power"), std::string::npos) << instant.text;
   EXPECT_DOUBLE_EQ(mean_w(instant.text), 450) << instant.text;
-  const Output refused = ergon("", probe + ",source=energy --duration 0.3s");
+  const CommandOutput refused = ergon("", probe + ",source=energy --duration 0.3s");
   EXPECT_NE(refused.status, 0);
   EXPECT_NE(refused.text.find("ergon: NVML: the energy counter of GPU 0 has not moved for 1 s"), std::string::npos)
       << refused.text;
