@@ -67,12 +67,15 @@ Budget Budget::parse(std::string_view text) {
   else if (unit == "gib") b.value = value * 1024.0 * 1024 * 1024;
   else throw bad();
   if (!(b.value > 0)) throw InputError("budget '" + std::string(text) + "' must be positive");
+  // Past what 64 bits count (a typo's extra digits): no machine has it, and the bytes would wrap.
+  if (!b.percent() && b.value >= 1e18) throw InputError("budget '" + std::string(text) + "' is more memory than any machine has");
   return b;
 }
 
 uint64_t Budget::bytes(uint64_t store_all_bytes) const {
   const double b = percent() ? value / 100.0 * static_cast<double>(store_all_bytes) : value;
-  return static_cast<uint64_t>(b);
+  // 1e30 % of store-all is all the memory there is, not a wrapped count.
+  return b >= 1.8e19 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(b);
 }
 
 Deadline Deadline::parse(std::string_view text) {

@@ -1,5 +1,7 @@
 #include "cli/options.h"
 
+#include <cmath>
+
 #include <CLI/CLI.hpp>
 
 #include "common/error.h"
@@ -20,6 +22,7 @@ CLI::Validator number_at_least(bool zero_allowed) {
         } catch (const std::exception&) {
           return "'" + text + "' is not a number";
         }
+        if (!std::isfinite(value)) return "'" + text + "' is not a finite number";
         if (zero_allowed ? value < 0 : value <= 0)
           return "must be " + std::string(zero_allowed ? "0 or more" : "above 0") + ", not " + text;
         return {};
@@ -111,7 +114,7 @@ void add_solver(CLI::App& cmd, app::PlanArgs& args, bool planner) {
       ->check(number_at_least(true));
   cmd.add_option("--threads", args.threads, "solver threads")
       ->capture_default_str()
-      ->check(number_at_least(false));
+      ->check(CLI::Range(1, 1024));
 }
 
 }  // namespace ergon::cli

@@ -2,10 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
+
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "app/quantities.h"
+#include "cli/options.h"
 #include "common/error.h"
 
 namespace ergon::cli {
@@ -71,6 +76,31 @@ TEST(PlanCommand, PoetIsNeverWorseThanEitherRestriction) {
     // POET proves itself within 1 %; the restricted plans only have to be valid.
     EXPECT_LE(poet, j["energy_j"].get<double>() * 1.01) << restricted;
   }
+}
+
+TEST(SolverOptions, NotANumberInfinityAndAbsurdThreadCountsAreRefusedAtTheCommandLine) {
+  // --gap nan planned on (every comparison with NaN is false), and --threads 100000 went to CBC.
+  for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
+           {"--gap", "nan"}, {"--time-limit", "inf"}, {"--time-limit", "nan"}, {"--threads", "100000"}, {"--threads", "0"}}) {
+    CLI::App cmd;
+    app::PlanArgs args;
+    add_solver(cmd, args);
+    std::vector<std::string> reversed(argv.rbegin(), argv.rend());  // CLI11 parses from the back
+    EXPECT_THROW(cmd.parse(reversed), CLI::ValidationError) << argv[0] << " " << argv[1];
+  }
+  CLI::App cmd;
+  app::PlanArgs args;
+  add_solver(cmd, args);
+  std::vector<std::string> fine = {"4", "--threads", "0", "--gap"};
+  cmd.parse(fine);
+  EXPECT_EQ(args.threads, 4);
+  EXPECT_EQ(args.gap, 0.0);
+}
+
+TEST(PlanArguments, ABudgetPastWhat64BitsCountIsRefusedNotWrapped) {
+  // 2^64 bytes became a budget of 0 B ("below the 69.38 MiB any schedule needs").
+  EXPECT_THROW(app::Budget::parse("18446744073709551616"), InputError);
+  EXPECT_EQ(app::Budget::parse("999999999999%").bytes(1ULL << 40), std::numeric_limits<uint64_t>::max());
 }
 
 TEST(PlanCommand, UnknownPlannerNamesTheKnownOnes) {
