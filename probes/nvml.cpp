@@ -253,8 +253,7 @@ class NvmlProbe final : public Probe {
   void start() override {
     pacer_.start();
     if (source_ != NvmlSource::kEnergy) return;
-    // Each GPU's first sample begins at a step of its counter, not part way between two.
-    poll_until([&](std::size_t g, int64_t) { (void)g; return true; }, 1);
+    align_to_steps();
   }
   void stop() override {}
   std::size_t read(std::vector<PowerSample>& out) override {
@@ -310,6 +309,9 @@ class NvmlProbe final : public Probe {
     last_mj_ = seen_mj_;
     last_ns_ = seen_ns_;
   }
+  // Waits for a step of every GPU's counter, so that its next sample begins at one, not part
+  // way between two.
+  void align_to_steps() { poll_until([](std::size_t, int64_t) {}, 1); }
   // The period of each GPU's counter: the median of its last few steps, each timed from the
   // step seen before it.
   void note_step(std::size_t gpu, int64_t interval_ns) {
@@ -327,7 +329,7 @@ class NvmlProbe final : public Probe {
     period_ns_.assign(n, 0);
     // Aligned at a step first, then every interval between consecutive steps (all GPUs are
     // polled every 2 ms, so none is missed) counts.
-    poll_until([](std::size_t, int64_t) {}, 1);
+    align_to_steps();
     poll_until([&](std::size_t g, int64_t interval) { note_step(g, interval); }, kPeriodSteps);
   }
   // The step a GPU's next sample ends at: the first due at least an interval (less half a

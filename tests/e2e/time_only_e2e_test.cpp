@@ -27,8 +27,6 @@ namespace {
 
 class TimeOnlyProfiling : public testing::RecordingTest {
  protected:
-  /// Records mlp's own profile plan from an agent with no probe and attributes it; returns
-  /// the run.
   /// ergon-agent on a pty with no probe, as board `board` (empty: this Linux host).
   agent::AgentOptions agent_without_probe(const std::string& board = "") const {
     agent::AgentOptions options;
@@ -39,6 +37,8 @@ class TimeOnlyProfiling : public testing::RecordingTest {
     return options;
   }
 
+  /// Records mlp's own profile plan from an agent with no probe and attributes it; returns
+  /// the run.
   int64_t record_without_probe(const std::string& board) {
     agent::AgentThread agent(agent_without_probe(board));
     app::RecordRequest req;

@@ -23,6 +23,17 @@ struct ScopedEnv {
   const char* name_;
 };
 
+/// What `open` refused with (a DeviceError's message), or "(opened)".
+template <class Open>
+std::string device_error_of(Open open) {
+  try {
+    open();
+  } catch (const DeviceError& e) {
+    return e.what();
+  }
+  return "(opened)";
+}
+
 // A test's clock that the fake NVML library's time follows (its energy counter steps every
 // 100 ms of it; a replayed trace advances with it).
 class NvmlClock final : public Clock {
@@ -48,12 +59,8 @@ class NvmlClock final : public Clock {
 };
 
 TEST(Nvml, WithoutADriverTheMessageSaysNvmlIsNotAvailable) {
-  try {
-    Nvml::open("libnvidia-ml-that-is-not-here.so.1");
-    ADD_FAILURE();
-  } catch (const DeviceError& e) {
-    EXPECT_NE(std::string(e.what()).find("NVML is not available"), std::string::npos) << e.what();
-  }
+  const std::string why = device_error_of([] { Nvml::open("libnvidia-ml-that-is-not-here.so.1"); });
+  EXPECT_NE(why.find("NVML is not available"), std::string::npos) << why;
 }
 
 TEST(Nvml, ReadsPowerEnergyAndLimitsAndSetsALimitWithinRange) {
@@ -73,14 +80,8 @@ TEST(Nvml, ReadsPowerEnergyAndLimitsAndSetsALimitWithinRange) {
   EXPECT_THROW(nvml->set_power_limit_w(0, 150), InputError);
   {
     const ScopedEnv deny("FAKE_NVML_DENY", "1");
-    try {
-      nvml->set_power_limit_w(0, 400);
-      ADD_FAILURE();
-    } catch (const DeviceError& e) {
-      EXPECT_NE(std::string(e.what()).find("Insufficient Permissions (setting a power limit needs root"),
-                std::string::npos)
-          << e.what();
-    }
+    const std::string why = device_error_of([&] { nvml->set_power_limit_w(0, 400); });
+    EXPECT_NE(why.find("Insufficient Permissions (setting a power limit needs root"), std::string::npos) << why;
   }
   nvml->set_power_limit_w(0, 700);
 }
@@ -177,12 +178,9 @@ TEST(Nvml, TheOneSecondAverageIsUsedOnlyWhenNothingBetterExistsAndTheProbeSaysSo
   auto probe = open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock);
   EXPECT_NE(probe->info().location.find("1 s average"), std::string::npos) << probe->info().location;
   // Asked for by name, a source the driver lacks is refused with NVML's reason.
-  try {
-    open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock, NvmlSource::kInstant);
-    ADD_FAILURE();
-  } catch (const DeviceError& e) {
-    EXPECT_NE(std::string(e.what()).find("NVML_FI_DEV_POWER_INSTANT"), std::string::npos) << e.what();
-  }
+  const std::string why =
+      device_error_of([&] { open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock, NvmlSource::kInstant); });
+  EXPECT_NE(why.find("NVML_FI_DEV_POWER_INSTANT"), std::string::npos) << why;
 }
 
 TEST(Nvml, GpusWhoseCountersStepOutOfPhaseEachGetTheirOwnStepsMeans) {
@@ -211,12 +209,9 @@ TEST(Nvml, ACounterThatNeverMovesIsPassedOverUnderAutoAndRefusedWhenAskedFor) {
   NvmlClock clock;
   auto probe = open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock);
   EXPECT_EQ(probe->info().location, "NVML instant power");
-  try {
-    open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock, NvmlSource::kEnergy);
-    ADD_FAILURE();
-  } catch (const DeviceError& e) {
-    EXPECT_NE(std::string(e.what()).find("energy counter of GPU 0 has not moved for 1 s"), std::string::npos) << e.what();
-  }
+  const std::string why =
+      device_error_of([&] { open_nvml_probe(Nvml::open(FAKE_NVML_LIBRARY), 0.05, clock, NvmlSource::kEnergy); });
+  EXPECT_NE(why.find("energy counter of GPU 0 has not moved for 1 s"), std::string::npos) << why;
 }
 
 TEST(Nvml, TheProbeSpecNamesItsSource) {
