@@ -69,21 +69,26 @@ class ObjectReader {
     return number(key, min, max, what, positive);
   }
 
-  uint64_t count(std::string_view key, uint64_t min, std::string_view what) {
-    const std::string expected = "a whole number >= " + std::to_string(min) + " (" + std::string(what) + ")";
+  uint64_t count(std::string_view key, uint64_t min, std::string_view what,
+                 uint64_t max = std::numeric_limits<uint64_t>::max()) {
+    const std::string expected = (max == std::numeric_limits<uint64_t>::max()
+                                      ? "a whole number >= " + std::to_string(min)
+                                      : "a whole number from " + std::to_string(min) + " to " + std::to_string(max)) +
+                                 " (" + std::string(what) + ")";
     const json& v = at(key, expected);
     if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
       // 1e9 is how people write a tick rate: accept a float that is a whole number.
       if (!v.is_number_float() || v.get<double>() != std::floor(v.get<double>()) || v.get<double>() < 0 ||
           v.get<double>() > 1.8e19)
         fail(key, expected, v);
-      return check_min(key, v, static_cast<uint64_t>(v.get<double>()), min, expected);
+      return check_range(key, v, static_cast<uint64_t>(v.get<double>()), min, max, expected);
     }
-    return check_min(key, v, v.get<uint64_t>(), min, expected);
+    return check_range(key, v, v.get<uint64_t>(), min, max, expected);
   }
-  uint64_t count_or(std::string_view key, uint64_t fallback, uint64_t min, std::string_view what) {
+  uint64_t count_or(std::string_view key, uint64_t fallback, uint64_t min, std::string_view what,
+                    uint64_t max = std::numeric_limits<uint64_t>::max()) {
     if (!has(key)) return fallback;
-    return count(key, min, what);
+    return count(key, min, what, max);
   }
 
   ObjectReader object(std::string_view key) {
@@ -125,8 +130,9 @@ class ObjectReader {
     if (!std::isfinite(x) || x < min || x > max || (positive && x <= 0)) fail(key, expected, v);
     return x;
   }
-  uint64_t check_min(std::string_view key, const json& v, uint64_t x, uint64_t min, const std::string& expected) const {
-    if (x < min) fail(key, expected, v);
+  uint64_t check_range(std::string_view key, const json& v, uint64_t x, uint64_t min, uint64_t max,
+                       const std::string& expected) const {
+    if (x < min || x > max) fail(key, expected, v);
     return x;
   }
 
@@ -270,9 +276,7 @@ BoardProfile parse_board_descriptor(std::string_view json_text, const std::strin
   {
     ObjectReader cpu = r.object("cpu");
     b.cpu = cpu.text("name", 0, false);
-    const uint64_t cores = cpu.count_or("cores", 1, 1, "cores the kernels may use");
-    if (cores > 4096) throw InputError(printable(origin + ": cpu.cores: expected at most 4096, got " + std::to_string(cores), 400));
-    b.cores = static_cast<int>(cores);
+    b.cores = static_cast<int>(cpu.count_or("cores", 1, 1, "cores the kernels may use", 4096));
     b.flops_per_s = cpu.number("flops_per_s", 0, kInf, "sustained fp32 FLOP/s of one core", true);
     b.mem_bytes_per_s = cpu.number("mem_bytes_per_s", 0, kInf, "bytes/s for memory-bound ops", true);
     b.op_overhead_s = cpu.number("op_overhead_s", 0, 1, "seconds per op invocation");

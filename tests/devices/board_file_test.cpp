@@ -115,6 +115,8 @@ TEST(BoardFile, ABadFieldGetsOneLineNamingItAndWhatWasExpected) {
 
   EXPECT_NE(error_of(pi5_with("/name", "raspberry-pi-5-8gb")).find("name: expected text of 1 to 15 bytes"),
             std::string::npos);
+  EXPECT_NE(error_of(pi5_with("/cpu/cores", 100000)).find("cpu.cores: expected a whole number from 1 to 4096"),
+            std::string::npos);
   EXPECT_NE(error_of(pi5_with("/power_modes/modes", nlohmann::json::array()))
                 .find("power_modes.modes: expected a list of at least one power mode"),
             std::string::npos);
