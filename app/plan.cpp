@@ -211,8 +211,13 @@ BoardCosts board_costs(const PlanArgs& args) {
             args.board, costs->power_mode().empty() ? "" : " in mode " + costs->power_mode(), costs->measured_ops(),
             costs->runs(), args.db,
             timed_in(args) == costdb::TimedIn::kIteration
-                ? fmt::format(", {} of them timed inside executed store-all iterations{}", costs->iteration_shapes(),
-                              costs->has_energy() ? ", at the profile's power for their shape" : "")
+                ? fmt::format(", {} of them timed inside executed iterations{}: {}", costs->iteration_shapes(),
+                              costs->has_energy() ? ", at the profile's power for their shape" : "",
+                              costs->iteration_paging_shapes() > 0
+                                  ? fmt::format("compute by store-all's, {} transfer sizes by page-all's",
+                                                costs->iteration_paging_shapes())
+                                  : std::string("compute by store-all's; paging from the profile (no executed page-all "
+                                                "schedule: ergon validate --execute --planner page-all)"))
                 : std::string(),
             100 * costs->compute_time_fit().cv_median);
         if (costs->has_energy()) {

@@ -48,7 +48,8 @@ struct PlanArgs {
   /// Where measured costs come from (with `db`): "profile" (ergon record's windows), or
   /// "iteration": shapes that the store-all schedule timed inside training iterations take
   /// the latest such time (ergon validate --execute --port --budget 100%), at the profile's
-  /// power; the rest, paging included, the profile's (costdb::TimedIn).
+  /// power, and paging the page-all schedule's transfers where one was executed (ergon
+  /// validate --execute --port --planner page-all); the rest the profile's (costdb::TimedIn).
   std::string costs = "profile";
 };
 

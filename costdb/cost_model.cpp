@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/stats.h"
 #include "costdb/database_impl.h"
+#include "costdb/plans.h"
 #include "profiler/op_runner.h"
 
 namespace ergon::costdb {
@@ -194,15 +195,24 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
         (r.phase == profiler::Phase::kRecompute || r.phase == profiler::Phase::kPageIn ||
          r.phase == profiler::Phase::kPageOut))
       not_store_all.insert(r.run_id);
+  // The paging calibration: executions of the page-all schedule (planner::plan_page_all),
+  // which pages every activation the backward pass reads, each transfer after the compute
+  // that an iteration runs before it. Only their page-ins and page-outs count, as only the
+  // store-all schedule's computes do.
+  std::set<int64_t> page_all;
+  if (source == TimedIn::kIteration)
+    for (int64_t run : runs_validating_planner(db, "page-all")) page_all.insert(run);
   for (const OpCostRow& r : rows) {
     if (r.op_kind.empty() || r.op_kind == "idle" || r.op_kind == "transfer" || r.time_s <= 0) continue;
-    const uint64_t bytes = r.op_kind == "paging" ? r.bytes_in : r.bytes_in + r.bytes_out;
+    const bool paging = r.op_kind == "paging";
+    const uint64_t bytes = paging ? r.bytes_in : r.bytes_in + r.bytes_out;
     // A validation's schedule steps measure the schedule, not the shape: planning on them
     // would compare predictions with their own measurements. Only when asked for, the
-    // executed store-all schedule's steps (each the median of its iterations) stand for
-    // their shapes.
+    // executed store-all schedule's compute steps and the page-all schedule's transfers
+    // (each the median of its iterations) stand for their shapes.
     if (r.run_plan && *r.run_plan == RunPlan::kExecute) {
-      if (source == TimedIn::kIteration && !not_store_all.contains(r.run_id) && r.copies == 0)
+      const bool calibration = paging ? page_all.contains(r.run_id) : !not_store_all.contains(r.run_id);
+      if (source == TimedIn::kIteration && calibration && r.copies == 0)
         in_iterations[{r.op_kind, static_cast<int>(r.phase), r.flops, bytes}].push_back(&r);
       continue;
     }
@@ -266,6 +276,7 @@ MeasuredCosts MeasuredCosts::from_database(Database& db, const std::string& boar
     }
     measured[key] = row;
     ++m.iteration_shapes_;
+    if (std::get<0>(key) == "paging") ++m.iteration_paging_shapes_;
   }
   for (auto& [key, row] : measured) {
     row.kind = std::get<0>(key);

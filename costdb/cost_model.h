@@ -74,7 +74,9 @@ std::optional<LinearFit> fit_non_negative(std::span<const std::array<double, 3>>
 /// Where MeasuredCosts takes a shape's costs from.
 enum class TimedIn {
   kProfile,    ///< the profile plan's windows (ergon record)
-  kIteration,  ///< the executed store-all schedule's steps where they ran the shape, else the profile's
+  /// The executed store-all schedule's compute steps and the page-all schedule's transfers
+  /// where they ran the shape, else the profile's.
+  kIteration,
 };
 
 /// One board's costs from op_costs: per repetition, gross energy (the board's whole power,
@@ -93,10 +95,13 @@ class MeasuredCosts {
   /// `source` TimedIn::kIteration: where executions of the store-all schedule on real tensors
   /// (`ergon validate --execute --port --budget 100%`, runs.plan 'execute', no step
   /// recomputed or paged) timed a shape inside training iterations, the latest one's time
-  /// (the highest run id that ran the shape) stands for the shape instead of the profile's;
-  /// shapes no such iteration ran (paging among them) keep the profile's. Schedules that
-  /// recompute or page are what validations measure: their steps are never costs, so no
-  /// prediction is made from its own schedule's measurements. A profile times each shape in
+  /// (the highest run id that ran the shape) stands for the shape instead of the profile's.
+  /// Paging likewise, from executions of the page-all schedule (`ergon validate --execute
+  /// --port --planner page-all`, planner::plan_page_all: every activation paged, each
+  /// transfer after the compute an iteration runs before it); shapes no such iteration ran
+  /// keep the profile's. Other schedules that recompute or page are what validations
+  /// measure: their steps are never costs, so no prediction is made from its own schedule's
+  /// measurements. A profile times each shape in
   /// a window of its own, run after run; inside an iteration it runs among its neighbours
   /// (docs/accuracy.md, "Costs measured inside an iteration"). A step's energy is never its own reading (it runs once per iteration, too
   /// short for a power monitor's samples): it is the step's time at the profile's power for
@@ -106,6 +111,8 @@ class MeasuredCosts {
                                      TimedIn source = TimedIn::kProfile);
   /// How many shapes' costs came from executed iterations (TimedIn::kIteration).
   [[nodiscard]] int iteration_shapes() const { return iteration_shapes_; }
+  /// Of those, the page-ins' and page-outs' sizes (timed by executions of page-all).
+  [[nodiscard]] int iteration_paging_shapes() const { return iteration_paging_shapes_; }
   /// The power mode the costs were measured in (empty when the runs did not say).
   [[nodiscard]] const std::string& power_mode() const { return power_mode_; }
 
@@ -227,6 +234,7 @@ class MeasuredCosts {
   std::string power_mode_;
   int runs_ = 0;
   int iteration_shapes_ = 0;
+  int iteration_paging_shapes_ = 0;
 };
 
 /// Fits a cache curve to one op timed at several reuse distances: `points` are (bytes of other

@@ -201,6 +201,18 @@ std::vector<ValidationRow> list_validations(Database& database) {
   return out;
 }
 
+std::vector<int64_t> runs_validating_planner(Database& database, const std::string& planner) {
+  auto& db = database.impl();
+  detail::Statement q(db,
+                      "SELECT v.run_id FROM validations v JOIN plans p ON p.id = v.plan_id "
+                      "WHERE p.planner = ?1 ORDER BY v.run_id");
+  q.bind(1, std::string_view(planner));
+  std::vector<int64_t> out;
+  while (q.step("cannot read validations")) out.push_back(q.column_int64(0));
+  q.reset();
+  return out;
+}
+
 std::optional<PlanRow> find_plan(Database& database, const std::string& graph_digest,
                                  const std::string& planner, const std::string& objective,
                                  uint64_t budget_bytes, std::optional<double> deadline_s) {

@@ -73,6 +73,10 @@ int64_t add_validation(Database& db, const ValidationRow& v);
 /// Every stored validation, oldest first.
 std::vector<ValidationRow> list_validations(Database& db);
 
+/// The runs that validations of `planner`'s plans executed (e.g. "page-all", the paging
+/// calibration of costdb::TimedIn::kIteration).
+std::vector<int64_t> runs_validating_planner(Database& db, const std::string& planner);
+
 /// The plan with this id; nullopt when there is none.
 std::optional<PlanRow> find_plan_by_id(Database& db, int64_t plan_id);
 

@@ -451,8 +451,49 @@ PlanResult plan_capuchin(const TrainingGraph& graph, const PlanRequest& request)
       judge_schedule(name, graph, request, std::move(*schedule), graph.single_pass_energy_j()));
 }
 
+PlanResult plan_page_all(const TrainingGraph& graph, const PlanRequest& request) {
+  const Stopwatch clock;
+  const std::string name = "page-all";
+  auto finish = [&](PlanResult r) {
+    r.solve_time_s = clock.elapsed_s();
+    return r;
+  };
+  if (!request.allowed.paging)
+    return finish(refused(name, ModelStatus::kInfeasible, "page-all pages, and this request allows no paging"));
+  const auto inputs = graph.inputs();
+  const auto users = graph.users();
+  const int turn = graph.backward_phase_start();
+  // page_in_before[k]: tensors paged in just before node k is computed; page_out_after[k]:
+  // tensors paged out just after it.
+  std::vector<std::vector<int>> page_in_before(graph.nodes.size()), page_out_after(graph.nodes.size());
+  for (int i = 0; i < turn; ++i) {
+    const auto& u = users[static_cast<std::size_t>(i)];
+    const auto late = std::lower_bound(u.begin(), u.end(), turn);
+    if (late == u.end()) continue;
+    const int last_early = late == u.begin() ? i : *std::prev(late);
+    // Read again by the very next node: there is no compute to free its memory for.
+    if (*late - last_early <= 1) continue;
+    page_out_after[static_cast<std::size_t>(last_early)].push_back(i);
+    // Prefetched one node ahead (vDNN's), so that the transfer overlaps that node's compute.
+    page_in_before[static_cast<std::size_t>(std::max(*late - 1, last_early + 1))].push_back(i);
+  }
+  Program program;
+  for (int k = 0; k < graph.size(); ++k) {
+    for (int i : page_in_before[static_cast<std::size_t>(k)]) program.push_back({StepKind::kPageIn, i});
+    program.push_back({StepKind::kCompute, k});
+    for (int i : page_out_after[static_cast<std::size_t>(k)]) program.push_back({StepKind::kPageOut, i});
+  }
+  Schedule schedule = with_frees(graph, inputs, program).schedule;
+  const ScheduleReport sim = simulate(graph, schedule);
+  if (sim.valid && sim.peak_bytes > request.budget_bytes)
+    return finish(refused(name, ModelStatus::kInfeasible,
+                          "page-all needs " + format_bytes(sim.peak_bytes) + ", over the budget of " +
+                              format_bytes(request.budget_bytes)));
+  return finish(judge_schedule(name, graph, request, std::move(schedule), graph.single_pass_energy_j()));
+}
+
 const std::vector<std::string>& baseline_names() {
-  static const std::vector<std::string> names = {"store-all", "chen", "capuchin", "rotor", "pofo"};
+  static const std::vector<std::string> names = {"store-all", "chen", "capuchin", "rotor", "pofo", "page-all"};
   return names;
 }
 
@@ -466,6 +507,7 @@ PlanResult plan_baseline(const std::string& name, const TrainingGraph& graph,
   if (name == "capuchin") return plan_capuchin(graph, req);
   if (name == "rotor") return plan_rotor(graph, req);
   if (name == "pofo") return plan_pofo(graph, req);
+  if (name == "page-all") return plan_page_all(graph, req);
   std::string known;
   for (const auto& n : baseline_names()) known += (known.empty() ? "" : ", ") + n;
   throw InputError("unknown baseline planner '" + name + "' (known: " + known + ")");

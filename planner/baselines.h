@@ -49,7 +49,16 @@ PlanResult plan_chen_sqrt(const TrainingGraph& graph, const PlanRequest& request
 /// kNoSolutionFound (which proves nothing) when no eviction is left.
 PlanResult plan_capuchin(const TrainingGraph& graph, const PlanRequest& request);
 
-/// "store-all", "chen", "capuchin", "rotor" and "pofo" (planner/rotor.h).
+/// vDNN's offload-all policy (Rhu et al., MICRO 2016, "vDNN_all"): every forward output the
+/// loss or backward pass reads is paged out after its last forward read and paged in one
+/// node before its first later read (prefetched, so that the transfer overlaps that node's
+/// compute), except an output read again by the very next node. Nothing is recomputed. The
+/// most a paging-only schedule pages: it also serves as the paging calibration that `ergon
+/// validate --execute --planner page-all` runs on real tensors (costdb::TimedIn::kIteration).
+/// kInfeasible, naming the peak it needs, when that is over the budget or paging is not allowed.
+PlanResult plan_page_all(const TrainingGraph& graph, const PlanRequest& request);
+
+/// "store-all", "chen", "capuchin", "rotor", "pofo" (planner/rotor.h) and "page-all".
 const std::vector<std::string>& baseline_names();
 
 /// Runs the baseline called `name` on a request in the user's terms (under kTotal the budget

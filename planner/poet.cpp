@@ -472,7 +472,7 @@ constexpr double kGreedyGiveUpShare = 0.8;
 /// The schedules of the baselines whose moves POET's contain, each a result of poet's bounded
 /// by `bound_j`: store-all; chen with recomputation; capuchin with what the request allows,
 /// and with recomputation only and paging only; rotor (recomputation) and pofo (both) where
-/// the graph is a chain. Only those that found a schedule.
+/// the graph is a chain; page-all with paging. Only those that found a schedule.
 std::vector<PlanResult> contained_baselines(const TrainingGraph& graph, const PlanRequest& request,
                                             double bound_j) {
   const AllowedMoves allowed = request.allowed;
@@ -485,6 +485,7 @@ std::vector<PlanResult> contained_baselines(const TrainingGraph& graph, const Pl
     runs.emplace_back("pofo", allowed);
   }
   if (allowed.recompute) runs.emplace_back("rotor", allowed);
+  if (allowed.paging) runs.emplace_back("page-all", allowed);
   std::vector<PlanResult> found;
   for (const auto& [name, moves] : runs) {
     PlanRequest sub = request;

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "costdb/costs.h"
+#include "costdb/plans.h"
 #include "costdb_test_util.h"
 
 #include <algorithm>
@@ -125,8 +126,8 @@ TEST_F(MeasuredCostsTest, ABackwardPassWithItsForwardPassesCountsKeepsItsOwnMeas
 
 /// An executed schedule's steps (runs.plan 'execute'), each timed once per iteration.
 /// With `power_w`, each step also reads that power over the 3 samples its time spans.
-void store_execution(Database& db, const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double>>& steps,
-                     double power_w = 0) {
+int64_t store_execution(Database& db, const std::vector<std::tuple<profiler::OpShape, profiler::Phase, double>>& steps,
+                        double power_w = 0) {
   RunWriter run(db, testing::sim_board(), "sim", 2, RunPlan::kExecute);
   std::vector<OpCostRow> rows;
   uint32_t id = 1;
@@ -137,6 +138,16 @@ void store_execution(Database& db, const std::vector<std::tuple<profiler::OpShap
     ++id;
   }
   replace_attribution(db, run.run_id(), {}, rows);
+  db.commit_batch();
+  return run.run_id();
+}
+
+/// Stores a validation of a `planner` plan that executed `run_id`, as ergon validate does.
+void store_validation_of(Database& db, const std::string& planner, int64_t run_id) {
+  PlanRow plan{.model = "mlp batch 1", .board_kind = "pi4", .cost_source = PlanCostSource::kMeasured,
+               .budget_bytes = 1 << 20, .planner = planner, .status = "feasible"};
+  const int64_t plan_id = add_plan(db, plan);
+  add_validation(db, {.plan_id = plan_id, .run_id = run_id});
   db.commit_batch();
 }
 
@@ -176,6 +187,46 @@ TEST_F(MeasuredCostsTest, CostsFromIterationsTakeTheStoreAllSchedulesStepsAndThe
   EXPECT_DOUBLE_EQ(iteration.page_out(65536).time_s, 1e-3 + 65536 * 1e-8);
   EXPECT_EQ(iteration.iteration_shapes(), 2);
   EXPECT_EQ(iteration.runs(), 3);  // the profile and both store-all executions
+}
+
+TEST_F(MeasuredCostsTest, PagingFromIterationsComesFromThePageAllScheduleOnlyAndItsComputesAreNotCosts) {
+  using profiler::Phase;
+  auto db = Database::open(db_path());
+  const profiler::OpShape hidden = profiler::linear(1, 1024, 1024, Phase::kForward);
+  std::vector<std::tuple<profiler::OpShape, Phase, double>> ops = {
+      {profiler::linear(1, 784, 1024, Phase::kForward), Phase::kForward, 100e-6},
+      {hidden, Phase::kForward, 120e-6},
+      {profiler::linear(1, 1024, 10, Phase::kForward), Phase::kForward, 5e-6},
+  };
+  add_paging(ops);  // a 64 KiB page-out 1.66 ms, page-in 0.83 ms
+  store_profile(db, ops);
+  store_execution(db, {{hidden, Phase::kForward, 150e-6}});  // store-all
+  // The page-all schedule, executed: each 64 KiB transfer after a compute took longer than
+  // the profile's back to back; its hidden layer ran at 400 us beside the transfers.
+  const int64_t page_all = store_execution(db, {{hidden, Phase::kForward, 400e-6},
+                                                {profiler::paging(65536), Phase::kPageOut, 2.5e-3},
+                                                {profiler::paging(65536), Phase::kPageIn, 1.2e-3}});
+  store_validation_of(db, "page-all", page_all);
+  // Then POET's schedule at 50 %, validated: what is predicted, never a cost.
+  const int64_t poet = store_execution(db, {{hidden, Phase::kForward, 900e-6},
+                                            {profiler::paging(65536), Phase::kPageOut, 9e-3},
+                                            {profiler::paging(65536), Phase::kPageIn, 7e-3}});
+  store_validation_of(db, "poet", poet);
+  const uint64_t hidden_bytes = hidden.bytes_in + hidden.bytes_out;
+
+  const MeasuredCosts profile = MeasuredCosts::from_database(db, "pi4");
+  EXPECT_DOUBLE_EQ(profile.page_out(65536).time_s, 1e-3 + 65536 * 1e-8);
+  EXPECT_DOUBLE_EQ(profile.page_in(65536).time_s, 5e-4 + 65536 * 5e-9);
+
+  const MeasuredCosts iteration = MeasuredCosts::from_database(db, "pi4", std::nullopt, TimedIn::kIteration);
+  EXPECT_DOUBLE_EQ(iteration.page_out(65536).time_s, 2.5e-3);
+  EXPECT_DOUBLE_EQ(iteration.page_in(65536).time_s, 1.2e-3);
+  EXPECT_TRUE(iteration.page_out(65536).measured);
+  EXPECT_DOUBLE_EQ(iteration.compute(Phase::kForward, hidden.flops, hidden_bytes).time_s, 150e-6);
+  // Sizes the page-all schedule did not move keep the profile's.
+  EXPECT_DOUBLE_EQ(iteration.page_out(4096).time_s, 1e-3 + 4096 * 1e-8);
+  EXPECT_EQ(iteration.iteration_shapes(), 3);
+  EXPECT_EQ(iteration.iteration_paging_shapes(), 2);
 }
 
 TEST_F(MeasuredCostsTest, AStepTimedInAnIterationDrawsTheProfilesPowerNotItsOwnFewSamples) {

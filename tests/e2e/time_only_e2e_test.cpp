@@ -203,8 +203,25 @@ TEST_F(TimeOnlyProfiling, APlanOnCostsTimedInIterationsIsValidatedAgainByIdOnThe
   const app::ValidateOutcome first = app::validate(v);
   v.plan.costs = "iteration";
   v.plan.budget = "50%";
+  const app::ValidateOutcome before_page_all = app::validate(v);
+  EXPECT_NE(before_page_all.cost_source.find("paging from the profile (no executed page-all schedule"),
+            std::string::npos)
+      << before_page_all.cost_source;
+  // The paging calibration: the page-all schedule, executed on real tensors with real
+  // paging (the same gradients as store-all), times each activation's transfers where an
+  // iteration meets them.
+  v.plan.costs = "profile";
+  v.plan.budget = "100%";
+  v.plan.planner = "page-all";
+  const app::ValidateOutcome page_all = app::validate(v);
+  EXPECT_TRUE(page_all.gradients_match());
+  EXPECT_GT(page_all.executed->paged_out_bytes, 0U);
+  v.plan.costs = "iteration";
+  v.plan.budget = "50%";
+  v.plan.planner = "poet";
   const app::ValidateOutcome planned = app::validate(v);
-  EXPECT_NE(planned.cost_source.find("timed inside executed store-all iterations"), std::string::npos) << planned.cost_source;
+  EXPECT_NE(planned.cost_source.find("timed inside executed iterations"), std::string::npos) << planned.cost_source;
+  EXPECT_NE(planned.cost_source.find("transfer sizes by page-all's"), std::string::npos) << planned.cost_source;
   {
     auto db = costdb::Database::open_read_only(db_path());
     const auto row = costdb::find_plan_by_id(db, planned.plan_id);
@@ -221,7 +238,7 @@ TEST_F(TimeOnlyProfiling, APlanOnCostsTimedInIterationsIsValidatedAgainByIdOnThe
   again.port = agent.link();
   again.iterations = 2;
   const app::ValidateOutcome o = app::validate(again);
-  EXPECT_NE(o.cost_source.find("timed inside executed store-all iterations"), std::string::npos) << o.cost_source;
+  EXPECT_NE(o.cost_source.find("transfer sizes by page-all's"), std::string::npos) << o.cost_source;
   EXPECT_DOUBLE_EQ(o.predicted_time_s, planned.predicted_time_s);
 }
 

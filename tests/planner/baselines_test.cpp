@@ -154,7 +154,7 @@ TEST(Baselines, UnknownNameIsRefusedListingTheKnownOnes) {
   } catch (const InputError& e) {
     EXPECT_STREQ(
         e.what(),
-        "unknown baseline planner 'revolve' (known: store-all, chen, capuchin, rotor, pofo)");
+        "unknown baseline planner 'revolve' (known: store-all, chen, capuchin, rotor, pofo, page-all)");
   }
 }
 
@@ -236,6 +236,54 @@ TEST(Capuchin, WithNothingLeftToEvictSaysHowFarItGot) {
   const auto r = plan_capuchin(g, req);
   EXPECT_EQ(r.status, ModelStatus::kNoSolutionFound);
   EXPECT_NE(r.why.find("capuchin found nothing left to evict"), std::string::npos) << r.why;
+}
+
+// ---------------------------------------------------------------------------------------
+// page-all
+
+TEST(PageAll, PagesEveryActivationTheBackwardPassReadsLaterAndRecomputesNothing) {
+  for (const char* model : {"mlp", "resnet18-cifar", "bert-tiny"}) {
+    SCOPED_TRACE(model);
+    const auto g = build_training_graph(zoo_model(model, 8), LinearCosts());
+    const auto req = request(g.store_all_peak_bytes(), 1e9);
+    const auto r = plan_page_all(g, req);
+    expect_claims_hold(g, r, req);
+    const ScheduleReport sim = simulate(g, *r.schedule);
+    EXPECT_EQ(sim.recomputes, 0);
+    EXPECT_EQ(sim.page_ins, sim.page_outs);
+    // Every forward output that a later node of the loss or backward pass reads, and no
+    // node right after its last read, is paged out once and in once.
+    const auto users = g.users();
+    const int turn = g.backward_phase_start();
+    int gapped = 0;
+    for (int i = 0; i < turn; ++i) {
+      int last_early = i, first_late = -1;
+      for (int u : users[static_cast<std::size_t>(i)]) {
+        if (u < turn) last_early = u;
+        else if (first_late < 0) first_late = u;
+      }
+      if (first_late > last_early + 1) ++gapped;
+    }
+    EXPECT_GT(gapped, 0);
+    EXPECT_EQ(sim.page_outs, gapped);
+    EXPECT_LT(sim.peak_bytes, g.store_all_peak_bytes());
+  }
+}
+
+TEST(PageAll, IsRefusedWithoutPagingOrUnderItsOwnPeak) {
+  const auto g = build_training_graph(zoo_model("mlp", 8), LinearCosts());
+  auto req = request(g.store_all_peak_bytes(), 1e9);
+  const auto fits = plan_page_all(g, req);
+  ASSERT_TRUE(fits.schedule) << fits.why;
+  req.budget_bytes = fits.claimed_peak_bytes - 1;
+  const auto over = plan_page_all(g, req);
+  EXPECT_EQ(over.status, ModelStatus::kInfeasible);
+  EXPECT_NE(over.why.find("page-all needs "), std::string::npos) << over.why;
+  req.budget_bytes = g.store_all_peak_bytes();
+  req.allowed.paging = false;
+  const auto no_paging = plan_page_all(g, req);
+  EXPECT_EQ(no_paging.status, ModelStatus::kInfeasible);
+  EXPECT_EQ(no_paging.why, "page-all pages, and this request allows no paging");
 }
 
 // ---------------------------------------------------------------------------------------
