@@ -96,7 +96,8 @@ void add_solver(CLI::App& cmd, app::PlanArgs& args, bool planner) {
     cmd.add_option("--planner", args.planner,
                    "poet (recompute and page), checkmate (recompute only), paging (page only), "
                    "store-all, chen (sqrt(n) checkpoints), capuchin (swap/recompute heuristic), "
-                   "rotor (chain DP, recompute only), pofo (rotor with paging)")
+                   "rotor (chain DP, recompute only), pofo (rotor with paging), page-all (vDNN's offload-all; "
+                   "executed, the paging calibration of --costs iteration)")
         ->capture_default_str();
   args.objective.clear();  // the command fills it (app::fill_defaults)
   cmd.add_option("--objective", args.objective,

@@ -7,8 +7,9 @@
 # predicted and measured iteration time (the median iteration), its error, the range of the
 # iterations' errors, and the median and p95 of |error| per step (each step's median time).
 # Then each budget but 100 % again, planned on costs measured inside iterations (--costs
-# iteration: the store-all schedule, executed again just before, stands for its shapes; the
-# other budgets' executions recompute or page, so they are never costs).
+# iteration: the store-all schedule's computes and the page-all schedule's transfers, both
+# executed again just before, stand for their shapes; the other budgets' executions recompute
+# or page, so they are never costs).
 #   scripts/real_silicon_table.sh [MODEL ...]   (default: mlp resnet18-cifar mobilenetv2-cifar bert-tiny)
 #   ERGON_BUDGETS="100% 75% 50%"   budgets to validate
 #   ERGON_STEP_TABLE=1   also print every step of at least 100 us: predicted, measured, their ratio
@@ -94,13 +95,16 @@ EOF
   # they ran (each op's time in the second profile against the first, and the sum over the
   # ops). A validation cannot be closer than this.
   # Costs measured inside iterations: each other budget planned and validated again with
-  # --costs iteration, where the store-all schedule's executed steps stand for their shapes,
-  # executed again just before (the latest execution stands: the machine as it runs now).
+  # --costs iteration, where the store-all schedule's executed computes and the page-all
+  # schedule's executed transfers stand for their shapes, both executed again just before
+  # (the latest execution stands: the machine as it runs now).
   if [[ -s $work/$model-100.json ]]; then
     for budget in "${budgets[@]}"; do
       [[ $budget == 100% ]] && continue
-      "$ergon" validate --model "$model" --db "$db" --budget 100% --execute --port "$pty" \
-          --iterations "$iterations" --json >/dev/null 2>"$work/v.err" || { tail -n 1 "$work/v.err" >&2; exit 1; }
+      for calibration in page-all store-all; do
+        "$ergon" validate --model "$model" --db "$db" --budget 100% --planner "$calibration" --execute --port "$pty" \
+            --iterations "$iterations" --json >/dev/null 2>"$work/v.err" || { tail -n 1 "$work/v.err" >&2; exit 1; }
+      done
       if ! "$ergon" validate --model "$model" --db "$db" --budget "$budget" --gap 0.01 --execute --port "$pty" \
           --costs iteration --iterations "$iterations" --json >"$work/vi.json" 2>"$work/v.err"; then
         echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - |" >>"$work/iteration.md"
@@ -155,7 +159,7 @@ echo "|---|---|---|---|---|---|"
 cat "$work/repeat.md"
 if [[ -s $work/iteration.md ]]; then
   echo
-  echo "Planned and validated again on costs measured inside iterations (--costs iteration: the store-all schedule's steps, executed just before; paging from the profile):"
+  echo "Planned and validated again on costs measured inside iterations (--costs iteration: the store-all schedule's computes and the page-all schedule's transfers, executed just before):"
   echo
   echo "| model | budget | steps | predicted | measured (median) | iteration error | error from the profile (above) | compute steps | paging steps |"
   echo "|---|---|---|---|---|---|---|---|---|"
