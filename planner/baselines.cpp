@@ -30,6 +30,15 @@ class Stopwatch {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+/// What `plan()` returns, with how long it took as its solve time.
+template <class Plan>
+PlanResult timed(Plan&& plan) {
+  const Stopwatch clock;
+  PlanResult r = plan();
+  r.solve_time_s = clock.elapsed_s();
+  return r;
+}
+
 PlanResult refused(const std::string& planner, ModelStatus status, std::string why) {
   PlanResult r;
   r.planner = planner;
@@ -360,136 +369,119 @@ PlanResult judge_schedule(const std::string& planner, const TrainingGraph& graph
 }
 
 PlanResult plan_store_all(const TrainingGraph& graph, const PlanRequest& request) {
-  const Stopwatch clock;
-  const std::string name = "store-all";
-  Schedule schedule = store_all_schedule(graph);
-  const ScheduleReport sim = simulate(graph, schedule);
-  PlanResult r;
-  if (sim.peak_bytes > request.budget_bytes) {
-    r = refused(name, ModelStatus::kInfeasible,
-                "store-all needs " + format_bytes(sim.peak_bytes) + ", over the budget of " +
-                    format_bytes(request.budget_bytes));
-  } else if (!meets_deadline(deadline_time_s(sim, request.objective), request)) {
-    r = refused(name, ModelStatus::kInfeasible,
-                "deadline " + seconds(request.deadline_s) +
-                    " is shorter than one pass over the graph (" + seconds(sim.compute_time_s) +
-                    ")");
-  } else {
-    r = judge_schedule(name, graph, request, std::move(schedule), graph.single_pass_energy_j());
-  }
-  r.solve_time_s = clock.elapsed_s();
-  return r;
+  return timed([&] {
+    const std::string name = "store-all";
+    Schedule schedule = store_all_schedule(graph);
+    const ScheduleReport sim = simulate(graph, schedule);
+    if (sim.peak_bytes > request.budget_bytes)
+      return refused(name, ModelStatus::kInfeasible,
+                     "store-all needs " + format_bytes(sim.peak_bytes) + ", over the budget of " +
+                         format_bytes(request.budget_bytes));
+    if (!meets_deadline(deadline_time_s(sim, request.objective), request))
+      return refused(name, ModelStatus::kInfeasible,
+                     "deadline " + seconds(request.deadline_s) + " is shorter than one pass over the graph (" +
+                         seconds(sim.compute_time_s) + ")");
+    return judge_schedule(name, graph, request, std::move(schedule), graph.single_pass_energy_j());
+  });
 }
 
 PlanResult plan_chen_sqrt(const TrainingGraph& graph, const PlanRequest& request) {
-  const Stopwatch clock;
-  const std::string name = "chen";
-  auto finish = [&](PlanResult r) {
-    r.solve_time_s = clock.elapsed_s();
-    return r;
-  };
-  if (std::string why = infeasibility_reason(graph, request); !why.empty())
-    return finish(refused(name, ModelStatus::kInfeasible, std::move(why)));
-  std::vector<int> forward;
-  for (const auto& node : graph.nodes)
-    if (node.phase == NodePhase::kForward) forward.push_back(node.id);
-  if (forward.empty())
-    return finish(refused(name, ModelStatus::kNoSolutionFound,
-                          "chen needs forward nodes to checkpoint; " + graph.name + " has none"));
-  const auto inputs = graph.inputs();
-  const auto users = graph.users();
+  return timed([&] {
+    const std::string name = "chen";
+    if (std::string why = infeasibility_reason(graph, request); !why.empty())
+      return refused(name, ModelStatus::kInfeasible, std::move(why));
+    std::vector<int> forward;
+    for (const auto& node : graph.nodes)
+      if (node.phase == NodePhase::kForward) forward.push_back(node.id);
+    if (forward.empty())
+      return refused(name, ModelStatus::kNoSolutionFound,
+                     "chen needs forward nodes to checkpoint; " + graph.name + " has none");
+    const auto inputs = graph.inputs();
+    const auto users = graph.users();
 
-  std::optional<Schedule> best;
-  double best_j = 0;
-  uint64_t least_peak = std::numeric_limits<uint64_t>::max();
-  int least_peak_segments = 0;
-  for (int segments = 1; segments <= static_cast<int>(forward.size()); ++segments) {
-    Schedule s =
-        with_frees(graph, inputs, chen_program(graph, inputs, users, forward, segments)).schedule;
-    const ScheduleReport sim = simulate(graph, s);
-    if (!sim.valid || !meets_deadline(deadline_time_s(sim, request.objective), request)) continue;
-    if (sim.peak_bytes < least_peak) {
-      least_peak = sim.peak_bytes;
-      least_peak_segments = segments;
+    std::optional<Schedule> best;
+    double best_j = 0;
+    uint64_t least_peak = std::numeric_limits<uint64_t>::max();
+    int least_peak_segments = 0;
+    for (int segments = 1; segments <= static_cast<int>(forward.size()); ++segments) {
+      Schedule s =
+          with_frees(graph, inputs, chen_program(graph, inputs, users, forward, segments)).schedule;
+      const ScheduleReport sim = simulate(graph, s);
+      if (!sim.valid || !meets_deadline(deadline_time_s(sim, request.objective), request)) continue;
+      if (sim.peak_bytes < least_peak) {
+        least_peak = sim.peak_bytes;
+        least_peak_segments = segments;
+      }
+      if (sim.peak_bytes > request.budget_bytes) continue;
+      if (!best || objective_energy_j(sim, request.objective) < best_j) {
+        best = std::move(s);
+        best_j = objective_energy_j(sim, request.objective);
+      }
     }
-    if (sim.peak_bytes > request.budget_bytes) continue;
-    if (!best || objective_energy_j(sim, request.objective) < best_j) {
-      best = std::move(s);
-      best_j = objective_energy_j(sim, request.objective);
+    if (!best) {
+      if (least_peak_segments == 0)
+        return refused(name, ModelStatus::kInfeasible,
+                       "every segment count recomputes past the deadline of " + seconds(request.deadline_s));
+      return refused(name, ModelStatus::kInfeasible,
+                     "no segment count fits a budget of " + format_bytes(request.budget_bytes) +
+                         "; the least chen needs is " + format_bytes(least_peak) + " (" +
+                         std::to_string(least_peak_segments) + " segments)");
     }
-  }
-  if (!best) {
-    if (least_peak_segments == 0)
-      return finish(refused(
-          name, ModelStatus::kInfeasible,
-          "every segment count recomputes past the deadline of " + seconds(request.deadline_s)));
-    return finish(refused(name, ModelStatus::kInfeasible,
-                          "no segment count fits a budget of " + format_bytes(request.budget_bytes) +
-                              "; the least chen needs is " + format_bytes(least_peak) + " (" +
-                              std::to_string(least_peak_segments) + " segments)"));
-  }
-  return finish(
-      judge_schedule(name, graph, request, std::move(*best), graph.single_pass_energy_j()));
+    return judge_schedule(name, graph, request, std::move(*best), graph.single_pass_energy_j());
+  });
 }
 
 PlanResult plan_capuchin(const TrainingGraph& graph, const PlanRequest& request) {
-  const Stopwatch clock;
-  const std::string name = "capuchin";
-  auto finish = [&](PlanResult r) {
-    r.solve_time_s = clock.elapsed_s();
-    return r;
-  };
-  if (std::string why = infeasibility_reason(graph, request); !why.empty())
-    return finish(refused(name, ModelStatus::kInfeasible, std::move(why)));
-  uint64_t lowest_peak = 0;
-  std::optional<Schedule> schedule = Capuchin(graph, request).run(lowest_peak);
-  if (!schedule)
-    return finish(refused(name, ModelStatus::kNoSolutionFound,
-                          "capuchin found nothing left to evict at " + format_bytes(lowest_peak) +
-                              ", over the budget of " + format_bytes(request.budget_bytes)));
-  return finish(
-      judge_schedule(name, graph, request, std::move(*schedule), graph.single_pass_energy_j()));
+  return timed([&] {
+    const std::string name = "capuchin";
+    if (std::string why = infeasibility_reason(graph, request); !why.empty())
+      return refused(name, ModelStatus::kInfeasible, std::move(why));
+    uint64_t lowest_peak = 0;
+    std::optional<Schedule> schedule = Capuchin(graph, request).run(lowest_peak);
+    if (!schedule)
+      return refused(name, ModelStatus::kNoSolutionFound,
+                     "capuchin found nothing left to evict at " + format_bytes(lowest_peak) +
+                         ", over the budget of " + format_bytes(request.budget_bytes));
+    return judge_schedule(name, graph, request, std::move(*schedule), graph.single_pass_energy_j());
+  });
 }
 
 PlanResult plan_page_all(const TrainingGraph& graph, const PlanRequest& request) {
-  const Stopwatch clock;
-  const std::string name = "page-all";
-  auto finish = [&](PlanResult r) {
-    r.solve_time_s = clock.elapsed_s();
-    return r;
-  };
-  if (!request.allowed.paging)
-    return finish(refused(name, ModelStatus::kInfeasible, "page-all pages, and this request allows no paging"));
-  const auto inputs = graph.inputs();
-  const auto users = graph.users();
-  const int turn = graph.backward_phase_start();
-  // page_in_before[k]: tensors paged in just before node k is computed; page_out_after[k]:
-  // tensors paged out just after it.
-  std::vector<std::vector<int>> page_in_before(graph.nodes.size()), page_out_after(graph.nodes.size());
-  for (int i = 0; i < turn; ++i) {
-    const auto& u = users[static_cast<std::size_t>(i)];
-    const auto late = std::lower_bound(u.begin(), u.end(), turn);
-    if (late == u.end()) continue;
-    const int last_early = late == u.begin() ? i : *std::prev(late);
-    // Read again by the very next node: there is no compute to free its memory for.
-    if (*late - last_early <= 1) continue;
-    page_out_after[static_cast<std::size_t>(last_early)].push_back(i);
-    // Prefetched one node ahead (vDNN's), so that the transfer overlaps that node's compute.
-    page_in_before[static_cast<std::size_t>(std::max(*late - 1, last_early + 1))].push_back(i);
-  }
-  Program program;
-  for (int k = 0; k < graph.size(); ++k) {
-    for (int i : page_in_before[static_cast<std::size_t>(k)]) program.push_back({StepKind::kPageIn, i});
-    program.push_back({StepKind::kCompute, k});
-    for (int i : page_out_after[static_cast<std::size_t>(k)]) program.push_back({StepKind::kPageOut, i});
-  }
-  Schedule schedule = with_frees(graph, inputs, program).schedule;
-  const ScheduleReport sim = simulate(graph, schedule);
-  if (sim.valid && sim.peak_bytes > request.budget_bytes)
-    return finish(refused(name, ModelStatus::kInfeasible,
-                          "page-all needs " + format_bytes(sim.peak_bytes) + ", over the budget of " +
-                              format_bytes(request.budget_bytes)));
-  return finish(judge_schedule(name, graph, request, std::move(schedule), graph.single_pass_energy_j()));
+  return timed([&] {
+    const std::string name = "page-all";
+    if (!request.allowed.paging)
+      return refused(name, ModelStatus::kInfeasible, "page-all pages, and this request allows no paging");
+    const auto inputs = graph.inputs();
+    const auto users = graph.users();
+    const int turn = graph.backward_phase_start();
+    // page_in_before[k]: tensors paged in just before node k is computed; page_out_after[k]:
+    // tensors paged out just after it.
+    std::vector<std::vector<int>> page_in_before(graph.nodes.size()), page_out_after(graph.nodes.size());
+    for (int i = 0; i < turn; ++i) {
+      const auto& u = users[static_cast<std::size_t>(i)];
+      const auto late = std::lower_bound(u.begin(), u.end(), turn);
+      if (late == u.end()) continue;
+      const int last_early = late == u.begin() ? i : *std::prev(late);
+      // Read again by the very next node: there is no compute to free its memory for.
+      if (*late - last_early <= 1) continue;
+      page_out_after[static_cast<std::size_t>(last_early)].push_back(i);
+      // Prefetched one node ahead (vDNN's), so that the transfer overlaps that node's compute.
+      page_in_before[static_cast<std::size_t>(std::max(*late - 1, last_early + 1))].push_back(i);
+    }
+    Program program;
+    for (int k = 0; k < graph.size(); ++k) {
+      for (int i : page_in_before[static_cast<std::size_t>(k)]) program.push_back({StepKind::kPageIn, i});
+      program.push_back({StepKind::kCompute, k});
+      for (int i : page_out_after[static_cast<std::size_t>(k)]) program.push_back({StepKind::kPageOut, i});
+    }
+    Schedule schedule = with_frees(graph, inputs, program).schedule;
+    const ScheduleReport sim = simulate(graph, schedule);
+    if (sim.valid && sim.peak_bytes > request.budget_bytes)
+      return refused(name, ModelStatus::kInfeasible,
+                     "page-all needs " + format_bytes(sim.peak_bytes) + ", over the budget of " +
+                         format_bytes(request.budget_bytes));
+    return judge_schedule(name, graph, request, std::move(schedule), graph.single_pass_energy_j());
+  });
 }
 
 const std::vector<std::string>& baseline_names() {
