@@ -18,7 +18,7 @@ bool is_logger_run(const costdb::RunSummary& run) {
 
 }  // namespace
 
-AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
+AttributedRun attribution_of(costdb::Database& db, int64_t run_id) {
   const costdb::RunData data = costdb::load_run_data(db, run_id);
   if (is_logger_run(data.run))
     throw InputError("run " + std::to_string(run_id) +
@@ -69,6 +69,11 @@ AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
     row.sample_count = c.sample_count;
     r.rows.push_back(row);
   }
+  return r;
+}
+
+AttributedRun attribute_run(costdb::Database& db, int64_t run_id) {
+  AttributedRun r = attribution_of(db, run_id);
   const auto& a = r.attribution;
   costdb::RunAttributionRow summary{
       .clock_fitted = a.clock.fitted,

@@ -30,6 +30,10 @@ struct AttributedRun {
 /// unknown run.
 AttributedRun attribute_run(costdb::Database& db, int64_t run_id);
 
+/// The same attribution, stored nowhere (`rows` as attribute_run would write them; the paging
+/// and link counts zero): for a run whose times are read but must not become costs.
+AttributedRun attribution_of(costdb::Database& db, int64_t run_id);
+
 /// Every run that can be attributed: all but power loggers' (their samples go with the run of
 /// the board they measured).
 std::vector<int64_t> attributable_runs(costdb::Database& db);

@@ -263,55 +263,72 @@ void require_board(const std::string& db_path, int64_t run_id, const std::string
                    " is kept)");
 }
 
-/// Attributes the run, sums its covered steps as measured, and stores plan (when new), run
-/// and validation together.
-void store_validation(const ValidateRequest& args, const costdb::PlanRow& row, uint64_t predicted_peak_bytes,
-                      ValidateOutcome& o) {
-  auto db = costdb::Database::open(args.db);
-  const AttributedRun attributed = attribute_run(db, o.run_id);
-  // Windows come in time order, the plan's entries rising within an iteration: an entry no
-  // later than the one before starts the next iteration (a span lost on the link leaves a
-  // hole in its own iteration, not a shift in every later one).
-  const auto n = static_cast<std::size_t>(o.steps);
-  std::vector<std::vector<double>> step_s(n);  // per entry, per iteration it arrived in
-  std::vector<int> covered(n, 0);
+/// A run of a schedule split into its iterations. Windows come in time order, the plan's
+/// entries rising within an iteration: an entry no later than the one before starts the next
+/// iteration (a span lost on the link leaves a hole in its own iteration, not a shift in every
+/// later one).
+struct RunIterations {
+  std::vector<std::vector<double>> step_s;  ///< per entry, its time in each iteration it arrived in
+  std::vector<int> covered;                 ///< per entry, iterations whose samples all arrived
+  std::vector<double> times_s;              ///< each complete iteration's time, in the order run
+  std::vector<double> energies_j;           ///< the complete iterations whose every step was covered
+  bool energy_complete = true;              ///< every complete iteration's every step covered
+  double first_time_s = 0;                  ///< the first iteration's steps that arrived, summed
+};
+
+RunIterations split_iterations(const AttributedRun& attributed, std::size_t n, int iterations) {
+  RunIterations r;
+  r.step_s.resize(n);
+  r.covered.assign(n, 0);
   struct Pass {
     std::size_t steps = 0, covered = 0;
     double time_s = 0, energy_j = 0;
   };
-  std::vector<Pass> passes(static_cast<std::size_t>(o.iterations));
+  std::vector<Pass> passes(static_cast<std::size_t>(iterations));
   std::size_t k = 0;
   std::optional<uint32_t> previous;
   for (const auto& w : attributed.attribution.windows) {
     if (w.span.phase == profiler::Phase::kIdle || w.span.op_id >= n) continue;
     if (previous && w.span.op_id <= *previous) ++k;
     previous = w.span.op_id;
-    step_s[w.span.op_id].push_back(w.time_s);
+    r.step_s[w.span.op_id].push_back(w.time_s);
     if (k >= passes.size()) continue;
     Pass& pass = passes[k];
     ++pass.steps;
     pass.time_s += w.time_s;
     if (!w.covered) continue;
-    ++covered[w.span.op_id];
+    ++r.covered[w.span.op_id];
     ++pass.covered;
     pass.energy_j += w.gross_energy_j;
   }
-  for (std::size_t e = 0; e < n; ++e) {
-    if (step_s[e].empty()) continue;
-    ++o.steps_timed;
-    o.step_times[e].measured_s = median(step_s[e]);
-    if (covered[e] == static_cast<int>(step_s[e].size())) ++o.steps_attributed;
-  }
-  bool energy_complete = true;
   for (const Pass& pass : passes) {
     if (pass.steps != n || n == 0) continue;
-    o.iteration_times_s.push_back(pass.time_s);
-    if (pass.covered == n) o.iteration_energies_j.push_back(pass.energy_j);
-    else energy_complete = false;
+    r.times_s.push_back(pass.time_s);
+    if (pass.covered == n) r.energies_j.push_back(pass.energy_j);
+    else r.energy_complete = false;
   }
+  if (!passes.empty()) r.first_time_s = passes.front().time_s;
+  return r;
+}
+
+/// Attributes the run, sums its covered steps as measured, and stores plan (when new), run
+/// and validation together.
+void store_validation(const ValidateRequest& args, const costdb::PlanRow& row, uint64_t predicted_peak_bytes,
+                      ValidateOutcome& o) {
+  auto db = costdb::Database::open(args.db);
+  const auto n = static_cast<std::size_t>(o.steps);
+  const RunIterations run = split_iterations(attribute_run(db, o.run_id), n, o.iterations);
+  for (std::size_t e = 0; e < n; ++e) {
+    if (run.step_s[e].empty()) continue;
+    ++o.steps_timed;
+    o.step_times[e].measured_s = median(run.step_s[e]);
+    if (run.covered[e] == static_cast<int>(run.step_s[e].size())) ++o.steps_attributed;
+  }
+  o.iteration_times_s = run.times_s;
+  o.iteration_energies_j = run.energies_j;
   if (!o.iteration_times_s.empty()) o.measured_time_s = median(o.iteration_times_s);
-  else if (!passes.empty()) o.measured_time_s = passes.front().time_s;  // what arrived of an incomplete run
-  if (energy_complete && !o.iteration_energies_j.empty()) o.measured_energy_j = median(o.iteration_energies_j);
+  else o.measured_time_s = run.first_time_s;  // what arrived of an incomplete run
+  if (run.energy_complete && !o.iteration_energies_j.empty()) o.measured_energy_j = median(o.iteration_energies_j);
   std::vector<double> errors;
   for (const auto& st : o.step_times)
     if (st.measured_s && st.predicted_s > 0) errors.push_back(std::abs(*st.measured_s / st.predicted_s - 1));
@@ -394,10 +411,21 @@ ValidateOutcome validate(const ValidateRequest& args, const ValidateProgress& pr
   if (args.execute) {
     o.executed = executed_from(*outcome.stats.execution);
     phase(ValidatePhase::kReference);
+    // Store-all again, timed as the schedule was and right after it: the machine's speed
+    // now against the costs', which a validation's error contains and a cost model cannot.
     const planner::Schedule all = planner::store_all_schedule(g);
-    const BoardOutcome reference = run_schedule(target, all, schedule_plan(g, all));
+    const devices::ProfilePlan all_steps = schedule_plan(g, all);
+    const BoardOutcome reference = run_schedule(target, all, all_steps, o.iterations);
     o.reference = executed_from(*reference.stats.execution);
     o.reference_run_id = *reference.run_id;
+    const planner::ScheduleReport all_replay = planner::simulate(g, all);
+    // Read, not attributed into costs: a reference is not a validation, and its steps must not
+    // become what the next plan is costed on.
+    auto db = costdb::Database::open_read_only(args.db);
+    const RunIterations ref = split_iterations(attribution_of(db, o.reference_run_id), all_steps.ops.size(), o.iterations);
+    if (!ref.times_s.empty())
+      o.reference_time = ValidateOutcome::ReferenceTime{.predicted_s = all_replay.compute_time_s + all_replay.paging_time_s,
+                                                         .measured_s = median(ref.times_s)};
   }
   phase(ValidatePhase::kAttributing);
   store_validation(args, row, replay.peak_bytes, o);

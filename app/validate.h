@@ -105,6 +105,15 @@ struct ValidateOutcome {
   /// With `execute`: the schedule's iteration and the store-all reference, as executed.
   std::optional<ExecutedIteration> executed, reference;
   int64_t reference_run_id = 0;
+  /// With `execute`: the store-all reference, timed over as many iterations right after the
+  /// schedule, on the same costs. Its error is how far the machine's own speed was from the
+  /// costs' then; the schedule's time over store-all's, predicted against measured, leaves it
+  /// out. None when no iteration of it arrived whole.
+  struct ReferenceTime {
+    double predicted_s = 0;
+    double measured_s = 0;
+  };
+  std::optional<ReferenceTime> reference_time;
   /// Set when the run did not complete (how it ended): the figures are of what arrived.
   std::optional<std::string> run_incomplete;
   [[nodiscard]] bool gradients_match() const {

@@ -69,6 +69,17 @@ int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out)
       j["executed"] = iteration(*o.executed);
       j["store_all"] = iteration(*o.reference);
       j["store_all_run_id"] = o.reference_run_id;
+      if (o.reference_time) {
+        const auto& r = *o.reference_time;
+        j["store_all_time"] = {{"predicted_s", r.predicted_s},
+                               {"measured_s", r.measured_s},
+                               {"error_pct", pct(r.measured_s, r.predicted_s)}};
+        j["time_error_over_store_all_pct"] =
+            pct(o.measured_time_s / r.measured_s, o.predicted_time_s / r.predicted_s);
+      } else {
+        j["store_all_time"] = nullptr;
+        j["time_error_over_store_all_pct"] = nullptr;
+      }
       j["predicted_peak_bytes"] = o.predicted_peak_bytes;
       j["gradients_match"] = o.gradients_match();
     }
@@ -114,6 +125,18 @@ int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out)
       out << fmt::format("  measured: the median of {} of {} iterations, from {:.6g} s to {:.6g} s ({:+.2f} % to {:+.2f} %)\n",
                          o.iteration_times_s.size(), o.iterations, *lo, *hi, pct(*lo, o.predicted_time_s),
                          pct(*hi, o.predicted_time_s));
+  }
+  if (o.reference_time) {
+    // The machine's speed moves (docs/accuracy.md, "Real silicon"): store-all, timed right
+    // after on the same costs, shows how far, and the schedule against it leaves that out.
+    const auto& r = *o.reference_time;
+    const double predicted_ratio = o.predicted_time_s / r.predicted_s;
+    const double measured_ratio = o.measured_time_s / r.measured_s;
+    out << fmt::format("  store-all right after (run {}): predicted {:.6g} s, measured {:.6g} s  {:+.2f} %   (the "
+                       "machine's speed against its costs')\n",
+                       o.reference_run_id, r.predicted_s, r.measured_s, pct(r.measured_s, r.predicted_s));
+    out << fmt::format("  this schedule over store-all: predicted x{:.4f}, measured x{:.4f}  {:+.2f} %\n",
+                       predicted_ratio, measured_ratio, pct(measured_ratio, predicted_ratio));
   }
   out << fmt::format("  {} of {} steps timed, {} with energy; plan {} and run {} stored with the validation in {}\n",
                      o.steps_timed, o.steps, o.steps_attributed, o.plan_id, o.run_id, args.db);

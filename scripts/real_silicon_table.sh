@@ -5,7 +5,9 @@
 # ergon validate --execute at each budget (the objective time: the host's costs are times only),
 # timing ERGON_ITERATIONS iterations (default 5). Prints one Markdown row per model and budget:
 # predicted and measured iteration time (the median iteration), its error, the range of the
-# iterations' errors, and the median and p95 of |error| per step (each step's median time).
+# iterations' errors, the median and p95 of |error| per step (each step's median time), and
+# store-all timed right after on the same costs: its error (how far the machine's speed was
+# from the costs') and the schedule's time over store-all's, predicted against measured.
 # Then each budget but 100 % again, planned on costs measured inside iterations (--costs
 # iteration: the store-all schedule's computes and the page-all schedule's transfers, both
 # executed again just before, stand for their shapes; the other budgets' executions recompute
@@ -30,24 +32,10 @@ read -r -a budgets <<<"${ERGON_BUDGETS:-100% 75% 50%}"
 loops=${ERGON_PROFILE_LOOPS:-3}
 iterations=${ERGON_ITERATIONS:-5}
 
-work=$(mktemp -d)
-agent_pid=
-cleanup() {
-  [[ -n $agent_pid ]] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-"$agent" --link pty --probe none --scratch "$work" >"$work/agent.out" 2>"$work/agent.err" &
-agent_pid=$!
-for _ in $(seq 50); do
-  [[ -s $work/agent.out ]] && break
-  sleep 0.1
-done
-pty=$(head -n 1 "$work/agent.out")
-[[ -n $pty ]] || { cat "$work/agent.err" >&2; exit 1; }
+source scripts/host_agent.sh
 
-echo "| model | budget | steps | predicted | measured (median) | iteration error | iterations' errors | per-step \|error\| median | p95 | with the cache model: predicted | error |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | budget | steps | predicted | measured (median) | iteration error | iterations' errors | per-step \|error\| median | p95 | with the cache model: predicted | error | store-all right after: error | error over store-all |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for model in "${models[@]}"; do
   db=$work/$model.db
   "$ergon" record --port "$pty" --model "$model" --loops "$loops" --db "$db" >"$work/record.log" 2>&1 ||
@@ -56,7 +44,7 @@ for model in "${models[@]}"; do
   for budget in "${budgets[@]}"; do
     if ! "$ergon" validate --model "$model" --db "$db" --budget "$budget" --gap 0.01 --execute --port "$pty" \
         --iterations "$iterations" --json >"$work/v.json" 2>"$work/v.err"; then
-      echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - | - | - |"
+      echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - | - | - | - | - |"
       continue
     fi
     cp "$work/v.json" "$work/$model-${budget%\%}.json"
@@ -87,8 +75,12 @@ spread = f"{100 * (min(its) / p - 1):+.1f} to {100 * (max(its) / p - 1):+.1f} %"
 c = v.get("cache_model")
 u = c["time_s"] if c else None
 uncached = f"{u * 1e3:.2f} ms | {100 * (m / u - 1):+.1f} %" if u else "- | -"
+r = v.get("store_all_time")
+# Store-all timed right after on the same costs: the machine's speed against the costs', and
+# the schedule's time over store-all's, predicted against measured, which leaves that out.
+reference = f"{r['error_pct']:+.1f} % | {v['time_error_over_store_all_pct']:+.1f} %" if r else "- | -"
 print(f"| {model} | {budget} | {v['steps']} | {p * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (m / p - 1):+.1f} % "
-      f"| {spread} | {s['median_pct']:.1f} % | {s['p95_pct']:.1f} % | {uncached} |")
+      f"| {spread} | {s['median_pct']:.1f} % | {s['p95_pct']:.1f} % | {uncached} | {reference} |")
 EOF
   done
   # The profile again, after the validations: how far the machine's own speed moved while
@@ -107,7 +99,7 @@ EOF
       done
       if ! "$ergon" validate --model "$model" --db "$db" --budget "$budget" --gap 0.01 --execute --port "$pty" \
           --costs iteration --iterations "$iterations" --json >"$work/vi.json" 2>"$work/v.err"; then
-        echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - |" >>"$work/iteration.md"
+        echo "| $model | $budget | - | - | - | $(tail -n 1 "$work/v.err") | - | - | - | - | - |" >>"$work/iteration.md"
         continue
       fi
       [[ -n ${ERGON_TABLE_KEEP:-} ]] && cp "$work/vi.json" "$ERGON_TABLE_KEEP/$model-${budget%\%}-iteration.json"
@@ -128,8 +120,10 @@ for st in v["step_times"]:
     a[0] += st["predicted_s"]
     a[1] += st["measured_s"] or 0
 part = lambda k: f"{sums[k][0] * 1e3:.2f} -> {sums[k][1] * 1e3:.2f} ms" if k in sums else "-"
+r = v.get("store_all_time")
+reference = f"{r['error_pct']:+.1f} % | {v['time_error_over_store_all_pct']:+.1f} %" if r else "- | -"
 print(f"| {model} | {budget} | {v['steps']} | {p * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (m / p - 1):+.1f} % | {before} "
-      f"| {part('compute')} | {part('paging')} |")
+      f"| {part('compute')} | {part('paging')} | {reference} |")
 EOF
     done
   fi
@@ -161,8 +155,8 @@ if [[ -s $work/iteration.md ]]; then
   echo
   echo "Planned and validated again on costs measured inside iterations (--costs iteration: the store-all schedule's computes and the page-all schedule's transfers, executed just before):"
   echo
-  echo "| model | budget | steps | predicted | measured (median) | iteration error | error from the profile (above) | compute steps | paging steps |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  echo "| model | budget | steps | predicted | measured (median) | iteration error | error from the profile (above) | compute steps | paging steps | store-all right after: error | error over store-all |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|"
   cat "$work/iteration.md"
 fi
 if [[ -s $work/steps.md ]]; then

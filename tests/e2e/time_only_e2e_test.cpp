@@ -185,6 +185,36 @@ TEST_F(TimeOnlyProfiling, ValidatingOnRealKernelsComparesTimePerStepAndLeavesEne
   EXPECT_EQ(costdb::find_run(db, o.run_id)->plan, costdb::RunPlan::kExecute);
 }
 
+TEST_F(TimeOnlyProfiling, StoreAllIsTimedRightAfterOnTheSameCostsSoTheMachinesSpeedIsShownApartFromTheSchedule) {
+  record_without_probe("");
+  agent::AgentThread agent(agent_without_probe());
+  app::ValidateRequest v = execute_on(agent.link());
+  const app::ValidateOutcome o = app::validate(v);
+  ASSERT_TRUE(o.gradients_match());
+  ASSERT_TRUE(o.reference_time.has_value());
+  // Predicted from the same costs as the schedule: store-all's replay on the plan's graph.
+  const planner::ScheduleReport all = planner::simulate(o.graph, planner::store_all_schedule(o.graph));
+  EXPECT_DOUBLE_EQ(o.reference_time->predicted_s, all.compute_time_s + all.paging_time_s);
+  EXPECT_GT(o.reference_time->measured_s, 0);
+  // Timed like the schedule: the same number of iterations, each whole, so its median is
+  // comparable with the schedule's.
+  auto db = costdb::Database::open_read_only(db_path());
+  const app::AttributedRun reference = app::attribution_of(db, o.reference_run_id);
+  const std::size_t store_all_steps = app::schedule_plan(o.graph, planner::store_all_schedule(o.graph)).ops.size();
+  std::size_t windows = 0;
+  for (const auto& w : reference.attribution.windows)
+    if (w.span.phase != profiler::Phase::kIdle && w.span.op_id < store_all_steps) ++windows;
+  EXPECT_EQ(windows, store_all_steps * static_cast<std::size_t>(o.iterations));
+  // The reference is not a validation: its steps are no costs (none stored for its run), and
+  // planning again still finds the profile's costs alone.
+  EXPECT_TRUE(costdb::list_op_costs(db, std::nullopt, o.reference_run_id).empty());
+  app::PlanArgs again = plan_args("host");
+  again.objective = "time";
+  std::string source;
+  (void)app::load_graph(again, &source);
+  EXPECT_NE(source.find("from 1 run(s)"), std::string::npos) << source;
+}
+
 TEST_F(TimeOnlyProfiling, APlanOnCostsTimedInIterationsIsValidatedAgainByIdOnTheSameCosts) {
   record_without_probe("");
   agent::AgentThread agent(agent_without_probe());
