@@ -126,7 +126,7 @@ struct ValidateOutcome {
 enum class ValidatePhase {
   kPlanning,    ///< planning, or rebuilding a stored plan's graph
   kRunning,     ///< the board runs the schedule step by step
-  kReference,   ///< with `execute`: the store-all schedule, for reference gradients
+  kReference,   ///< with `execute`: the store-all schedule, for reference gradients and time
   kAttributing, ///< attributing the run and storing the validation
 };
 using ValidateProgress = std::function<void(ValidatePhase)>;

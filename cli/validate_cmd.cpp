@@ -17,7 +17,7 @@ namespace ergon::cli {
 int run_validate(const app::ValidateRequest& args, bool json, std::ostream& out) {
   const app::ValidateOutcome o = app::validate(args, [](app::ValidatePhase phase) {
     if (phase == app::ValidatePhase::kReference)
-      std::cerr << "executing the store-all schedule for reference gradients\n";
+      std::cerr << "executing the store-all schedule: reference gradients, and the machine's speed now\n";
   });
   if (o.run_incomplete) std::cerr << "warning: the run ended " << *o.run_incomplete << "; validated what arrived\n";
   auto pct = [](double measured, double predicted) {
