@@ -2,6 +2,7 @@
 # timing_repeatability.sh): starts ergon-agent --probe none on a pseudo-terminal with a
 # scratch directory of its own, stops it and removes the directory on exit. Sets $work (the
 # scratch directory) and $pty (the agent's link). Needs $agent (the program to run).
+# ERGON_AGENT_CPUS: run the agent pinned to these CPUs (taskset -c LIST), e.g. 1.
 work=$(mktemp -d)
 agent_pid=
 cleanup() {
@@ -9,7 +10,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-"$agent" --link pty --probe none --scratch "$work" >"$work/agent.out" 2>"$work/agent.err" &
+pin=()
+[[ -n ${ERGON_AGENT_CPUS:-} ]] && pin=(taskset -c "$ERGON_AGENT_CPUS")
+"${pin[@]}" "$agent" --link pty --probe none --scratch "$work" >"$work/agent.out" 2>"$work/agent.err" &
 agent_pid=$!
 for _ in $(seq 50); do
   [[ -s $work/agent.out ]] && break

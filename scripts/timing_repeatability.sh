@@ -8,6 +8,7 @@
 # is from the run before it: the error of a prediction that took the run before as its costs.
 #   scripts/timing_repeatability.sh [MODEL ...]   (default: mlp resnet18-cifar)
 #   ERGON_REPEATS (default 12), ERGON_ITERATIONS (default 5)
+#   ERGON_AGENT_CPUS=1   the agent pinned to those CPUs (taskset -c)
 # Needs build/ (cmake --build --preset default). Run it on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
