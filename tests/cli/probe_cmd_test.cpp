@@ -1,7 +1,7 @@
 #include "cli/probe_cmd.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
+#include <stdlib.h>
 
 #include <filesystem>
 #include <sstream>
@@ -15,8 +15,10 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(ProbeRead, ASimulatedChipIsSampledNearItsRateAndStoredAsARun) {
-  const fs::path db = fs::temp_directory_path() / ("ergon-probe-" + std::to_string(::getpid()) + ".db");
-  fs::remove(db);
+  // In a folder of its own: the read-only check below leaves the file's -wal and -shm beside it.
+  std::string folder = (fs::temp_directory_path() / "ergon-probe-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(folder.data()), nullptr);
+  const fs::path db = fs::path(folder) / "probe.db";
   ProbeReadArgs args;
   args.probe = "sim:ina219,current=0.75,bus=5";
   args.duration = "500ms";
@@ -34,7 +36,8 @@ TEST(ProbeRead, ASimulatedChipIsSampledNearItsRateAndStoredAsARun) {
   EXPECT_EQ(runs[0].status, costdb::RunStatus::kCompleted);
   // Real time on a busy machine: at least a third of the chip's ~940 samples a second.
   EXPECT_GT(runs[0].samples, 150U);
-  fs::remove(db);
+  std::error_code ec;
+  fs::remove_all(folder, ec);
 }
 
 TEST(ProbeRead, ABadRateOrAMissingBusIsOneClearError) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -222,7 +223,10 @@ std::pair<int, std::string> ergon_run(const std::vector<std::string>& args) {
 TEST_F(SharedDatabase, EveryCommandWorksOnTheSharedDatabaseAsOnAFile) {
   const auto [demo, demo_out] = ergon_run({"demo", "--db", locator_});
   ASSERT_EQ(demo, 0) << demo_out;
-  std::string file = "/tmp/ergon-pg-e2e-" + std::to_string(::getpid()) + ".db";
+  // In a folder of its own: read-only connections leave the file's -wal and -shm beside it.
+  std::string folder = (std::filesystem::temp_directory_path() / "ergon-pg-e2e-XXXXXX").string();
+  ASSERT_NE(::mkdtemp(folder.data()), nullptr);
+  const std::string file = folder + "/copy.db";
   const auto [copied, copy_out] = ergon_run({"copy", "--from", locator_, "--to", file});
   ASSERT_EQ(copied, 0) << copy_out;
   EXPECT_NE(copy_out.find("copied 5 runs"), std::string::npos) << copy_out;
@@ -247,8 +251,7 @@ TEST_F(SharedDatabase, EveryCommandWorksOnTheSharedDatabaseAsOnAFile) {
   EXPECT_EQ(dash, 0) << dash_out;
   EXPECT_NE(dash_out.find("pareto"), std::string::npos) << dash_out;
   std::error_code ec;
-  std::filesystem::remove_all(shots, ec);
-  std::filesystem::remove(file, ec);
+  std::filesystem::remove_all(folder, ec);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <filesystem>
@@ -16,14 +16,17 @@ namespace ergon::testing {
 /// stores boards on real links (ptys, sockets) into it, as `ergon record` does.
 class RecordingTest : public ::testing::Test {
  protected:
+  // mkdtemp, not the test's name: a parameterized test's name holds a '/', and removing
+  // "ergon-rec-N-Name/0" left "ergon-rec-N-Name" behind after every run.
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("ergon-rec-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
+    std::string pattern = (std::filesystem::temp_directory_path() / "ergon-rec-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
 
   std::vector<app::BoardOutcome> record(std::vector<std::string> ports) {
     app::RecordRequest req;
