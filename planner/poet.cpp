@@ -468,6 +468,12 @@ constexpr int kMaxMilpNodes = 400;
 /// gpt2, mobilenetv2 and resnet50 (docs/performance.md), a half left many of them to the
 /// fallback baseline, depending on the machine's load.
 constexpr double kGreedyGiveUpShare = 0.8;
+/// The share of the time limit the local search may run to on graphs too large for the stage
+/// MILP, which then has nothing after it but the replay. Half, as on smaller graphs, left
+/// DenseNet-121, Inception-v3, Swin-T and EfficientNet-B0 (Pi 4, 30 %) searching when it
+/// stopped; given the rest they improved (docs/performance.md, twelfth increment). On graphs
+/// of 270 to 400 nodes 85 % instead of half changed no plan: their searches end on their own.
+constexpr double kSearchShareWithoutMilp = 0.85;
 
 /// The schedules of the baselines whose moves POET's contain, each a result of poet's bounded
 /// by `bound_j`: store-all; chen with recomputation; capuchin with what the request allows,
@@ -578,7 +584,8 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   // cheapest way to make up the worst shortfall, planner/bounds.h): then no solver is
   // needed (store-all, whenever it fits, is exactly optimal). Otherwise it is the solver's
   // warm start and what is returned if the solver finds nothing better.
-  // Local search gets half the time limit (within 0.2 to 30 s), and stops once the bound
+  // Local search gets half the time limit (within 0.2 to 30 s; past kMaxMilpNodes, where no
+  // MILP follows, kSearchShareWithoutMilp of it), and stops once the bound
   // proves the gap or a whole round of its moves changes nothing. Past 130 nodes or so the
   // LP relaxation does not finish within a 10 s limit (ResNet-18 CIFAR's takes over 45 s),
   // so the time the local search does not use is all the MILP gets to do anything with;
@@ -598,9 +605,12 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   report("greedy search");
   const double good_enough_j =
       req.relative_gap < 1 ? memory_bound_j / (1 - req.relative_gap) : memory_bound_j;
+  const double search_s = graph.size() > kMaxMilpNodes
+                              ? std::max(0.2, kSearchShareWithoutMilp * req.time_limit_s - seconds_since(start))
+                              : std::clamp(req.time_limit_s / 2, 0.2, 30.0);
   std::optional<StagePlan> heuristic = greedy_stage_plan(
       graph, memory_budget(req), req.deadline_s, req.allowed,
-      std::clamp(req.time_limit_s / 2, 0.2, 30.0), req.objective, good_enough_j,
+      search_s, req.objective, good_enough_j,
       std::max(1.0, kGreedyGiveUpShare * req.time_limit_s - seconds_since(start)), seeds);
   if (heuristic) {
     claim(graph, *heuristic, memory_bound_j, req, result);

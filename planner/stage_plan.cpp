@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstring>
 #include <queue>
+#include <unordered_map>
 #include <utility>
 
 namespace ergon::planner {
@@ -598,6 +599,13 @@ class Greedy {
   /// score is no worse than the next estimate. (The estimate is not exact everywhere, so lazy
   /// choices may differ from the full scan's; on bert-base and EfficientNet-B0 they gave the
   /// same plans 5 times faster: bench_planner's greedy/ cases. Small graphs keep the full scan.)
+  ///
+  /// A candidate measured in an earlier round is ordered by the larger of its estimate and
+  /// that score (lazy greedy): a bridge's energy changes little from round to round while the
+  /// excess it can remove only shrinks, so its score mostly rises. The estimate alone, which
+  /// cannot see that a recomputation's inputs take memory back, let DenseNet-121 at 30 % of
+  /// the Pi 4 measure about 200 candidates a round; its greedy start took 31 s, and 1.3 s
+  /// with the scores, to the same plan (docs/performance.md, twelfth increment).
   bool repair(State& s) const {
     constexpr int kMeasureAllUpTo = 160;
     const bool lazy = n_ > kMeasureAllUpTo;
@@ -607,12 +615,24 @@ class Greedy {
       double estimate;
     };
     std::vector<Candidate> candidates;
+    std::unordered_map<uint64_t, double> scored;  // lazy: each candidate's last measured score
+    auto key = [&](const Gap& gap, Bridge alt) {
+      return (static_cast<uint64_t>(gap.node) * static_cast<uint64_t>(n_) + static_cast<uint64_t>(gap.to)) * 4 +
+             static_cast<uint64_t>(alt);
+    };
     while (s.excess > 0) {
       candidates.clear();
       for (std::size_t k = 0; k < s.gaps.size(); ++k) {
         const Gap& gap = s.gaps[k];
         if (gap.used != kCarry || gap.to - gap.from < 2 || !covers_excess(s, gap)) continue;
-        for (Bridge alt : bridges_) candidates.push_back({k, alt, lazy ? estimate(s, gap, alt) : 0.0});
+        for (Bridge alt : bridges_) {
+          double order = 0;
+          if (lazy) {
+            order = estimate(s, gap, alt);
+            if (auto it = scored.find(key(gap, alt)); it != scored.end()) order = std::max(order, it->second);
+          }
+          candidates.push_back({k, alt, order});
+        }
       }
       if (lazy)
         std::stable_sort(candidates.begin(), candidates.end(),
@@ -625,10 +645,12 @@ class Greedy {
         State next = with_choice(s, s.gaps[c.gap], c.alt);
         const double relief = s.excess - next.excess;
         if (relief <= 0 || !fits_deadline(next)) {
+          if (lazy) scored[key(s.gaps[c.gap], c.alt)] = std::numeric_limits<double>::infinity();
           recycle(std::move(next));
           continue;
         }
         const double score = (next.costs.energy_j - s.costs.energy_j) / relief;
+        if (lazy) scored[key(s.gaps[c.gap], c.alt)] = score;
         if (!best || score < best_score) {
           best_score = score;
           if (best) recycle(std::move(*best));
