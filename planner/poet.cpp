@@ -611,7 +611,7 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   std::optional<StagePlan> heuristic = greedy_stage_plan(
       graph, memory_budget(req), req.deadline_s, req.allowed,
       search_s, req.objective, good_enough_j,
-      std::max(1.0, kGreedyGiveUpShare * req.time_limit_s - seconds_since(start)), seeds);
+      std::max(1.0, kGreedyGiveUpShare * req.time_limit_s - seconds_since(start)), seeds, req.threads);
   if (heuristic) {
     claim(graph, *heuristic, memory_bound_j, req, result);
     known_plan_j = result.objective_j;

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
+#include <exception>
 #include <queue>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 
@@ -413,11 +415,18 @@ class Greedy {
   /// derive(): `hidden_`), and the cheaper plan stands. Holding a tensor until a run of
   /// stages free of other transfers hides its page-out is what lets BERT-tiny on a Pi 4 page
   /// instead of recompute (3.55 % to 1.65 % gap at 50 %), and what costs ResNet-18 CIFAR at
-  /// 30 % the memory it needs (9.6 % to 13.6 %). The second search runs only where the first
-  /// took under a tenth of the time to give up, its local search in what time is left.
-  /// Each search's second start (see search()) is searched only after both searches' first.
-  std::optional<StagePlan> run(const std::vector<Schedule>& seeds) {
+  /// 30 % the memory it needs (9.6 % to 13.6 %).
+  ///
+  /// With `threads` >= 2 the two run at once, each on its own thread with all of the time,
+  /// and each then searches its second start (see search()) in the time it has left. With
+  /// one thread the second search runs only where the first took under a tenth of the time
+  /// to give up, its local search in what time is left, and each search's second start is
+  /// searched only after both searches' first. On graphs past a few hundred nodes the first
+  /// search alone takes all of the time, and the second was never run: on DenseNet-121 at
+  /// 30 % of the Pi 4 it is the better one (a 1.46 % gap in 10 s against 3.4 to 7.4 %).
+  std::optional<StagePlan> run(const std::vector<Schedule>& seeds, int threads) {
     const bool both = objective_ == Objective::kTotal && allowed_.paging;
+    if (both && threads >= 2) return run_both_at_once(seeds);
     const auto now = std::chrono::steady_clock::now();
     Searched plain = search(seeds);
     const auto first_took = std::chrono::steady_clock::now() - now;
@@ -429,17 +438,12 @@ class Greedy {
       hidden_ = false;
     }
     // The second starts, each with its own way of placing page-outs, in the time left.
-    auto search_second = [&](Searched& r, bool hidden_page_outs) {
-      if (!r.second || std::chrono::steady_clock::now() >= stop_at_ ||
-          (r.best && r.best->costs.energy_j <= good_enough_j_))
-        return;
-      hidden_ = hidden_page_outs;
-      improve(*r.second);
+    search_second(plain);
+    if (hidden) {
+      hidden_ = true;
+      search_second(*hidden);
       hidden_ = false;
-      if (!r.best || r.second->costs.energy_j < r.best->costs.energy_j) r.best = std::move(r.second);
-    };
-    search_second(plain, false);
-    if (hidden) search_second(*hidden, true);
+    }
     std::optional<State> best = std::move(plain.best);
     if (hidden && hidden->best && (!best || hidden->best->costs.energy_j < best->costs.energy_j))
       best = std::move(hidden->best);
@@ -453,6 +457,49 @@ class Greedy {
     std::optional<State> best;
     std::optional<State> second;
   };
+
+  /// The two ways of placing page-outs searched on two threads: this one's, and a copy's
+  /// (its own spare states) with `hidden_` set. Nothing else is shared but the graph, read
+  /// only.
+  std::optional<StagePlan> run_both_at_once(const std::vector<Schedule>& seeds) {
+    Greedy other = *this;
+    other.hidden_ = true;
+    std::optional<State> other_best;
+    std::exception_ptr other_failed;
+    std::thread worker([&] {
+      try {
+        Searched r = other.search(seeds);
+        other.search_second(r);
+        other_best = std::move(r.best);
+      } catch (...) {
+        other_failed = std::current_exception();
+      }
+    });
+    std::optional<State> best;
+    try {
+      Searched r = search(seeds);
+      search_second(r);
+      best = std::move(r.best);
+    } catch (...) {
+      worker.join();
+      throw;
+    }
+    worker.join();
+    if (other_failed) std::rethrow_exception(other_failed);
+    if (other_best && (!best || other_best->costs.energy_j < best->costs.energy_j)) best = std::move(other_best);
+    if (!best) return std::nullopt;
+    return std::move(best->plan);
+  }
+
+  /// The second start of `r` searched locally, the way `hidden_` places page-outs, if time
+  /// is left and the first did not reach good_enough_j_; the cheaper of the two stands.
+  void search_second(Searched& r) const {
+    if (!r.second || std::chrono::steady_clock::now() >= stop_at_ ||
+        (r.best && r.best->costs.energy_j <= good_enough_j_))
+      return;
+    improve(*r.second);
+    if (!r.best || r.second->costs.energy_j < r.best->costs.energy_j) r.best = std::move(r.second);
+  }
 
   /// The greedy start, and each seed's, repaired to fit. Of the cheapest seed's and the
   /// greedy's own, the cheaper is searched locally; run() searches the other in what time is
@@ -997,11 +1044,11 @@ std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, MemoryBud
                                            double deadline_s, AllowedMoves allowed,
                                            double search_time_s, Objective objective,
                                            double good_enough_j, double give_up_s,
-                                           const std::vector<Schedule>& seeds) {
+                                           const std::vector<Schedule>& seeds, int threads) {
   if (graph.size() == 0) return std::nullopt;
   std::optional<StagePlan> plan = Greedy(graph, budget, deadline_s, allowed, search_time_s,
                                          objective, good_enough_j, give_up_s)
-                                       .run(seeds);
+                                       .run(seeds, threads);
   assert(!plan || check_stage_plan(graph, *plan).empty());
   return plan;
 }

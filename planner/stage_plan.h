@@ -137,12 +137,15 @@ struct MemoryBudget {
 /// (seed_choices), repaired where the stage form does not fit, and the cheapest start that
 /// fits is the one searched locally. A seed whose first computes are not in node order, or
 /// that uses a move `allowed` forbids, is skipped.
+///
+/// With `threads` >= 2, under Objective::kTotal with paging, its two ways of placing
+/// page-outs are searched at once on two threads.
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, MemoryBudget budget,
                                            double deadline_s, AllowedMoves allowed = {},
                                            double search_time_s = 5,
                                            Objective objective = Objective::kPoet,
                                            double good_enough_j = 0,
                                            double give_up_s = std::numeric_limits<double>::infinity(),
-                                           const std::vector<Schedule>& seeds = {});
+                                           const std::vector<Schedule>& seeds = {}, int threads = 1);
 
 }  // namespace ergon::planner
