@@ -114,7 +114,7 @@ void add_solver(CLI::App& cmd, app::PlanArgs& args, bool planner) {
                  "1-sigma uncertainty in one pass's energy, within 0.001 to 0.05)")
       ->check(number_at_least(true));
   cmd.add_option("--threads", args.threads,
-                 "solver threads: CBC's; with 2 or more the greedy search tries both ways of placing page-outs at once")
+                 "solver threads: CBC's; with 2 or more the greedy search runs its two searches at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
 }

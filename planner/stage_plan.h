@@ -138,8 +138,9 @@ struct MemoryBudget {
 /// fits is the one searched locally. A seed whose first computes are not in node order, or
 /// that uses a move `allowed` forbids, is skipped.
 ///
-/// With `threads` >= 2, under Objective::kTotal with paging, its two ways of placing
-/// page-outs are searched at once on two threads.
+/// With `threads` >= 2 two searches run at once on two threads: under Objective::kTotal with
+/// paging its two ways of placing page-outs, otherwise its two starts (the cheapest seed's
+/// and its own).
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, MemoryBudget budget,
                                            double deadline_s, AllowedMoves allowed = {},
                                            double search_time_s = 5,

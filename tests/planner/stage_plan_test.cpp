@@ -185,27 +185,37 @@ TEST(GreedyStagePlan, UnderTotalClaimsNoLessTimeOrEnergyThanTheSimulatorReplays)
   EXPECT_GT(spanning, 0) << "no plan ran a page-out over several stages";
 }
 
-// Two threads search total's two ways of placing page-outs at once instead of one after the
-// other. Where neither runs out of time both ways are searched either way, so the plan is
-// the same to the joule: what the second thread changes is only when the second search runs.
+// Two threads search at once what one searches in turn: total's two ways of placing
+// page-outs, or under poet the two starts. Where nothing runs out of time one thread searches
+// them all too, so the plan is the same to the joule: the second thread changes only when
+// the second search runs.
 TEST(GreedyStagePlan, OnTwoThreadsFindsThePlanOneThreadFindsWhereTimeIsAmple) {
   int paged = 0;
-  for (const char* model : {"mlp", "bert-tiny", "resnet18-cifar"}) {
-    const auto g = build_training_graph(zoo_model(model, 1), testing::CostsWithIdle());
-    for (int percent : {70, 45}) {
-      const uint64_t budget = g.store_all_peak_bytes() * static_cast<uint64_t>(percent) / 100;
-      if (budget < g.min_working_set_bytes()) continue;
-      SCOPED_TRACE(std::string(model) + " at " + std::to_string(percent) + "%");
-      const double ample_s = 600;
-      const auto one = greedy_stage_plan(g, budget, 1e9, {}, ample_s, Objective::kTotal, 0, ample_s, {}, 1);
-      const auto two = greedy_stage_plan(g, budget, 1e9, {}, ample_s, Objective::kTotal, 0, ample_s, {}, 2);
-      ASSERT_EQ(one.has_value(), two.has_value());
-      if (!one) continue;
-      ASSERT_EQ(check_stage_plan(g, *two), "");
-      EXPECT_EQ(evaluate_stage_plan(g, *one, Objective::kTotal).energy_j,
-                evaluate_stage_plan(g, *two, Objective::kTotal).energy_j);
-      for (int t = 0; t < g.size(); ++t)
-        for (int i = 0; i < t; ++i) paged += two->page_in[t][i] + two->page_in_late[t][i];
+  for (const Objective objective : {Objective::kTotal, Objective::kPoet}) {
+    for (const char* model : {"mlp", "bert-tiny", "resnet18-cifar"}) {
+      const auto g = build_training_graph(zoo_model(model, 1), testing::CostsWithIdle());
+      for (int percent : {70, 45}) {
+        const uint64_t budget = g.store_all_peak_bytes() * static_cast<uint64_t>(percent) / 100;
+        if (budget < g.min_working_set_bytes()) continue;
+        SCOPED_TRACE(std::string(model) + " at " + std::to_string(percent) + "%, " +
+                     (objective == Objective::kTotal ? "total" : "poet"));
+        const double ample_s = 600;
+        PlanRequest req;
+        req.budget_bytes = budget;
+        req.deadline_s = 1e9;
+        const PlanResult chen = plan_baseline("chen", g, req);  // a second start
+        std::vector<Schedule> seeds;
+        if (chen.schedule) seeds.push_back(*chen.schedule);
+        const auto one = greedy_stage_plan(g, budget, 1e9, {}, ample_s, objective, 0, ample_s, seeds, 1);
+        const auto two = greedy_stage_plan(g, budget, 1e9, {}, ample_s, objective, 0, ample_s, seeds, 2);
+        ASSERT_EQ(one.has_value(), two.has_value());
+        if (!one) continue;
+        ASSERT_EQ(check_stage_plan(g, *two), "");
+        EXPECT_EQ(evaluate_stage_plan(g, *one, objective).energy_j, evaluate_stage_plan(g, *two, objective).energy_j);
+        if (objective == Objective::kTotal)
+          for (int t = 0; t < g.size(); ++t)
+            for (int i = 0; i < t; ++i) paged += two->page_in[t][i] + two->page_in_late[t][i];
+      }
     }
   }
   EXPECT_GT(paged, 0) << "no plan paged: the two ways of placing page-outs were not compared";
