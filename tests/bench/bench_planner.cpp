@@ -21,6 +21,10 @@
 //
 //   build/tests/bench/bench_planner --benchmark_filter=search/
 //
+// The memory bound alone (bound/...), on a transformer and the largest graphs:
+//
+//   build/tests/bench/bench_planner --benchmark_filter=bound/
+//
 // Counters: nodes, energy_vs_one_pass_pct (-1: no plan), gap_pct against the memory bound.
 //
 // The time limit is 60 s (ERGON_BENCH_TIME_LIMIT overrides), the gap asked the default
@@ -134,6 +138,20 @@ void BM_Greedy(benchmark::State& state, app::PlanArgs args, double search_time_s
   state.counters["gap_pct"] = plan ? 100 * (1 - bound_j / energy_j) : -1;
 }
 
+// The memory bound alone (bound/BOARD/OBJECTIVE/MODEL/BUDGET), timed on the largest graphs;
+// counter bound_vs_one_pass_pct.
+void BM_Bound(benchmark::State& state, app::PlanArgs args) {
+  const planner::TrainingGraph graph = app::load_graph(args);
+  const planner::PlanRequest req = planner::for_activations(graph, app::make_request(args, graph));
+  double bound_j = 0;
+  for (auto _ : state) {
+    bound_j = planner::memory_lower_bound_j(graph, req.budget_bytes, req.objective, req.allowed);
+    benchmark::DoNotOptimize(bound_j);
+  }
+  state.counters["nodes"] = graph.size();
+  state.counters["bound_vs_one_pass_pct"] = 100 * (bound_j / graph.single_pass_energy_j() - 1);
+}
+
 void add(const std::string& name, const app::PlanArgs& args) {
   benchmark::RegisterBenchmark(name.c_str(), BM_Plan, args)
       ->Iterations(1)
@@ -189,6 +207,17 @@ const bool registered = [] {
         ->Unit(benchmark::kSecond)
         ->UseRealTime();
   }
+  for (const char* objective : {"total", "poet"})
+    for (const char* name : {"transformer_encoder.onnx", "bert-base", "densenet121.onnx", "gpt2"}) {
+      const auto source = std::find_if(sources.begin(), sources.end(), [&](const auto& s) { return s.first == name; });
+      if (source == sources.end()) continue;
+      app::PlanArgs a = source->second;
+      a.board = "pi4";
+      a.objective = objective;
+      a.budget = "30%";
+      benchmark::RegisterBenchmark((std::string("bound/pi4/") + objective + "/" + name + "/30").c_str(), BM_Bound, a)
+          ->Unit(benchmark::kMillisecond);
+    }
   for (const char* name : {"resnet18-cifar", "resnet50"}) {
     app::PlanArgs a;
     a.model = name;

@@ -82,4 +82,35 @@ inline ForwardGraph random_forward(int ops, uint32_t seed, bool skips) {
   return g;
 }
 
+/// A random graph whose ops save what real ones do: some their inputs (linear), some their
+/// output (relu, softmax), some nothing (add, slice); an op may read any of the last three.
+/// Outputs then die in the forward pass while ops after them live on, as in a transformer,
+/// where the slices of one projection are kept and the projection itself is not.
+inline ForwardGraph random_forward_mixed_saves(int ops, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<uint64_t> bytes(1, 8);
+  std::uniform_int_distribution<uint64_t> flops(1, 50);
+  std::uniform_int_distribution<int> saves(0, 2);
+  std::uniform_int_distribution<int> back(1, 3);
+  ForwardGraph g;
+  g.name = "mixed" + std::to_string(seed);
+  g.input_bytes = 4096;
+  for (int i = 0; i < ops; ++i) {
+    ForwardOp op;
+    op.name = "op" + std::to_string(i);
+    op.inputs = {i == 0 ? kGraphInput : std::max(0, i - back(rng))};
+    const int kind = saves(rng);
+    op.op = kind == 0 ? "linear" : kind == 1 ? "relu" : "add";
+    op.backward_needs_inputs = kind == 0;
+    op.backward_needs_output = kind == 1;
+    // What saves nothing is cheap, as element-wise ops are; a linear costs up to 50 times more.
+    op.forward_flops = (kind == 0 ? flops(rng) * 10 : 1 + flops(rng) % 3) * 100'000;
+    op.backward_flops = 2 * op.forward_flops;
+    op.output_bytes = bytes(rng) * 1024;
+    op.param_bytes = kind == 0 ? 4096 : 0;
+    g.ops.push_back(op);
+  }
+  return g;
+}
+
 }  // namespace ergon::planner::testing
