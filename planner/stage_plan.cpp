@@ -459,34 +459,46 @@ class Greedy {
     std::optional<State> second;
   };
 
+  /// `theirs` on a second thread while `mine` runs on this one. An exception from either is
+  /// rethrown here, after both have stopped.
+  template <class Theirs, class Mine>
+  static void at_once(Theirs&& theirs, Mine&& mine) {
+    std::exception_ptr theirs_failed;
+    std::thread worker([&] {
+      try {
+        theirs();
+      } catch (...) {
+        theirs_failed = std::current_exception();
+      }
+    });
+    try {
+      mine();
+    } catch (...) {
+      worker.join();
+      throw;
+    }
+    worker.join();
+    if (theirs_failed) std::rethrow_exception(theirs_failed);
+  }
+
   /// The two ways of placing page-outs searched on two threads: this one's, and a copy's
   /// (its own spare states) with `hidden_` set. Nothing else is shared but the graph, read
   /// only.
   std::optional<StagePlan> run_both_at_once(const std::vector<Schedule>& seeds) {
     Greedy other = *this;
     other.hidden_ = true;
-    std::optional<State> other_best;
-    std::exception_ptr other_failed;
-    std::thread worker([&] {
-      try {
-        Searched r = other.search(seeds);
-        other.search_second(r);
-        other_best = std::move(r.best);
-      } catch (...) {
-        other_failed = std::current_exception();
-      }
-    });
-    std::optional<State> best;
-    try {
-      Searched r = search(seeds);
-      search_second(r);
-      best = std::move(r.best);
-    } catch (...) {
-      worker.join();
-      throw;
-    }
-    worker.join();
-    if (other_failed) std::rethrow_exception(other_failed);
+    std::optional<State> best, other_best;
+    at_once(
+        [&] {
+          Searched r = other.search(seeds);
+          other.search_second(r);
+          other_best = std::move(r.best);
+        },
+        [&] {
+          Searched r = search(seeds);
+          search_second(r);
+          best = std::move(r.best);
+        });
     if (other_best && (!best || other_best->costs.energy_j < best->costs.energy_j)) best = std::move(other_best);
     if (!best) return std::nullopt;
     return std::move(best->plan);
@@ -500,22 +512,7 @@ class Greedy {
     if (starts.empty()) return std::nullopt;
     if (starts.size() > 1 && starts[0].costs.energy_j > good_enough_j_) {
       Greedy other = *this;
-      std::exception_ptr other_failed;
-      std::thread worker([&] {
-        try {
-          other.improve(starts[1]);
-        } catch (...) {
-          other_failed = std::current_exception();
-        }
-      });
-      try {
-        improve(starts[0]);
-      } catch (...) {
-        worker.join();
-        throw;
-      }
-      worker.join();
-      if (other_failed) std::rethrow_exception(other_failed);
+      at_once([&] { other.improve(starts[1]); }, [&] { improve(starts[0]); });
       if (starts[1].costs.energy_j < starts[0].costs.energy_j) return std::move(starts[1].plan);
     } else {
       improve(starts[0]);
