@@ -672,6 +672,34 @@ class Greedy {
     return next;
   }
 
+  /// A recomputation costs at least ten times more than the one it feeds (kDearFactor): it
+  /// is a convolution or a projection under a chain of element-wise ops.
+  static constexpr double kDearFactor = 10;
+
+  /// `gap` recomputed, with each recomputation of the same stage that the chain would run
+  /// and that costs kDearFactor times the gap's own carried instead. A recomputed tensor's
+  /// inputs are recomputed by default where nothing carries them on, so a cheap output whose
+  /// chain reaches a dear one (a ResNet block's residual gradient, a transformer's slice)
+  /// cost the dear one's energy too; carrying the dear one, often still present a few stages
+  /// back, makes the cheap chain worth it. None when the chain has no dear recomputation.
+  std::optional<State> with_recompute_keeping_dear(const State& s, const Gap& gap) const {
+    State next = with_choice(s, gap, kRecompute);
+    const double own_j = g_.compute_cost(gap.node, gap.to >= late_from_).energy_j;
+    bool changed = false;
+    for (const Gap& inner : next.gaps) {
+      if (inner.to != gap.to || inner.used != kRecompute || inner.node == gap.node) continue;
+      if (g_.compute_cost(inner.node, gap.to >= late_from_).energy_j < kDearFactor * own_j) continue;
+      next.choices[gap.to][inner.node] = kCarry;
+      changed = true;
+    }
+    if (!changed) {
+      recycle(std::move(next));
+      return std::nullopt;
+    }
+    remeasure(next);
+    return next;
+  }
+
   /// Bridges gaps until every stage fits: each time the one that costs the least energy per
   /// byte of excess it removes. False when no bridge removes any.
   ///
@@ -695,12 +723,13 @@ class Greedy {
       std::size_t gap;
       Bridge alt;
       double estimate;
+      bool keep_dear = false;  ///< kRecompute, with_recompute_keeping_dear's variant
     };
     std::vector<Candidate> candidates;
     std::unordered_map<uint64_t, double> scored;  // lazy: each candidate's last measured score
-    auto key = [&](const Gap& gap, Bridge alt) {
-      return (static_cast<uint64_t>(gap.node) * static_cast<uint64_t>(n_) + static_cast<uint64_t>(gap.to)) * 4 +
-             static_cast<uint64_t>(alt);
+    auto key = [&](const Gap& gap, Bridge alt, bool keep_dear) {
+      return ((static_cast<uint64_t>(gap.node) * static_cast<uint64_t>(n_) + static_cast<uint64_t>(gap.to)) * 8 +
+              static_cast<uint64_t>(alt)) * 2 + (keep_dear ? 1 : 0);
     };
     while (s.excess > 0) {
       candidates.clear();
@@ -708,12 +737,16 @@ class Greedy {
         const Gap& gap = s.gaps[k];
         if (gap.used != kCarry || gap.to - gap.from < 2 || !covers_excess(s, gap)) continue;
         for (Bridge alt : bridges_) {
-          double order = 0;
-          if (lazy) {
-            order = estimate(s, gap, alt);
-            if (auto it = scored.find(key(gap, alt)); it != scored.end()) order = std::max(order, it->second);
+          for (bool keep_dear : {false, true}) {
+            if (keep_dear && alt != kRecompute) continue;
+            double order = 0;
+            if (lazy) {
+              order = estimate(s, gap, alt);
+              if (auto it = scored.find(key(gap, alt, keep_dear)); it != scored.end())
+                order = std::max(order, it->second);
+            }
+            candidates.push_back({k, alt, order, keep_dear});
           }
-          candidates.push_back({k, alt, order});
         }
       }
       if (lazy)
@@ -724,15 +757,24 @@ class Greedy {
       for (const Candidate& c : candidates) {
         if (lazy && best && best_score <= c.estimate) break;
         if (given_up()) return false;
-        State next = with_choice(s, s.gaps[c.gap], c.alt);
+        const uint64_t id = key(s.gaps[c.gap], c.alt, c.keep_dear);
+        std::optional<State> variant;
+        if (c.keep_dear) {
+          variant = with_recompute_keeping_dear(s, s.gaps[c.gap]);
+          if (!variant) {
+            if (lazy) scored[id] = std::numeric_limits<double>::infinity();
+            continue;
+          }
+        }
+        State next = variant ? std::move(*variant) : with_choice(s, s.gaps[c.gap], c.alt);
         const double relief = s.excess - next.excess;
         if (relief <= 0 || !fits_deadline(next)) {
-          if (lazy) scored[key(s.gaps[c.gap], c.alt)] = std::numeric_limits<double>::infinity();
+          if (lazy) scored[id] = std::numeric_limits<double>::infinity();
           recycle(std::move(next));
           continue;
         }
         const double score = (next.costs.energy_j - s.costs.energy_j) / relief;
-        if (lazy) scored[key(s.gaps[c.gap], c.alt)] = score;
+        if (lazy) scored[id] = score;
         if (!best || score < best_score) {
           best_score = score;
           if (best) recycle(std::move(*best));
@@ -813,6 +855,19 @@ class Greedy {
           }
           recycle(std::move(next));
           if (std::chrono::steady_clock::now() >= stop_at_) return;
+        }
+        // Recomputed with the dear recomputations of its chain carried instead (for a
+        // recomputed gap, the chain's own dear ones; for a paged one, in place of paging).
+        if (!improved && allowed_.recompute) {
+          if (auto next = with_recompute_keeping_dear(s, gap)) {
+            if (fits_deadline(*next) && (next->excess <= 0 || repair(*next)) &&
+                next->costs.energy_j < s.costs.energy_j * (1 - 1e-12)) {
+              recycle(std::exchange(s, std::move(*next)));
+              improved = true;
+            } else {
+              recycle(std::move(*next));
+            }
+          }
         }
       }
       if (improved) {
