@@ -409,6 +409,7 @@ class Greedy {
     if (allowed.recompute) bridges_.push_back(kRecompute);
     if (allowed.paging && objective == Objective::kTotal) bridges_.push_back(kPageLate);
     if (allowed.paging) bridges_.push_back(kPage);
+    dear_chains_ = allowed.recompute && n_ <= kDearChainsUpTo;
   }
 
   /// Under kTotal with paging the search runs twice, each way of placing page-outs (see
@@ -675,27 +676,30 @@ class Greedy {
   /// A recomputation costs at least ten times more than the one it feeds (kDearFactor): it
   /// is a convolution or a projection under a chain of element-wise ops.
   static constexpr double kDearFactor = 10;
+  /// Graphs up to this many nodes (those the stage MILP follows) measure recomputations
+  /// both ways. Past it the second measure costs the search more than it finds: DenseNet-121
+  /// at 30 % of the Pi 4 under total ended at 6.96 % instead of 1.46 % in 10 s
+  /// (docs/performance.md, fourteenth increment).
+  static constexpr int kDearChainsUpTo = 400;
 
-  /// `gap` recomputed, with each recomputation of the same stage that the chain would run
-  /// and that costs kDearFactor times the gap's own carried instead. A recomputed tensor's
-  /// inputs are recomputed by default where nothing carries them on, so a cheap output whose
-  /// chain reaches a dear one (a ResNet block's residual gradient, a transformer's slice)
-  /// cost the dear one's energy too; carrying the dear one, often still present a few stages
-  /// back, makes the cheap chain worth it. None when the chain has no dear recomputation.
-  std::optional<State> with_recompute_keeping_dear(const State& s, const Gap& gap) const {
-    State next = with_choice(s, gap, kRecompute);
+  /// `recomputed` (a state with `gap` recomputed) with each recomputation of the same stage
+  /// that the chain runs and that costs kDearFactor times the gap's own carried instead. A
+  /// recomputed tensor's inputs are recomputed by default where nothing carries them on, so
+  /// a cheap output whose chain reaches a dear one (a ResNet block's residual gradient, a
+  /// transformer's slice) cost the dear one's energy too; carrying the dear one, often still
+  /// present a few stages back, makes the cheap chain worth it. None when the chain has no
+  /// dear recomputation (then nothing is measured).
+  std::optional<State> keeping_dear(const State& recomputed, const Gap& gap) const {
     const double own_j = g_.compute_cost(gap.node, gap.to >= late_from_).energy_j;
-    bool changed = false;
-    for (const Gap& inner : next.gaps) {
-      if (inner.to != gap.to || inner.used != kRecompute || inner.node == gap.node) continue;
-      if (g_.compute_cost(inner.node, gap.to >= late_from_).energy_j < kDearFactor * own_j) continue;
-      next.choices[gap.to][inner.node] = kCarry;
-      changed = true;
-    }
-    if (!changed) {
-      recycle(std::move(next));
-      return std::nullopt;
-    }
+    auto dear = [&](const Gap& inner) {
+      return inner.to == gap.to && inner.used == kRecompute && inner.node != gap.node &&
+             g_.compute_cost(inner.node, gap.to >= late_from_).energy_j >= kDearFactor * own_j;
+    };
+    if (std::none_of(recomputed.gaps.begin(), recomputed.gaps.end(), dear)) return std::nullopt;
+    State next = blank();
+    next.choices = recomputed.choices;
+    for (const Gap& inner : recomputed.gaps)
+      if (dear(inner)) next.choices[gap.to][inner.node] = kCarry;
     remeasure(next);
     return next;
   }
@@ -723,13 +727,12 @@ class Greedy {
       std::size_t gap;
       Bridge alt;
       double estimate;
-      bool keep_dear = false;  ///< kRecompute, with_recompute_keeping_dear's variant
     };
     std::vector<Candidate> candidates;
     std::unordered_map<uint64_t, double> scored;  // lazy: each candidate's last measured score
-    auto key = [&](const Gap& gap, Bridge alt, bool keep_dear) {
-      return ((static_cast<uint64_t>(gap.node) * static_cast<uint64_t>(n_) + static_cast<uint64_t>(gap.to)) * 8 +
-              static_cast<uint64_t>(alt)) * 2 + (keep_dear ? 1 : 0);
+    auto key = [&](const Gap& gap, Bridge alt) {
+      return (static_cast<uint64_t>(gap.node) * static_cast<uint64_t>(n_) + static_cast<uint64_t>(gap.to)) * 4 +
+             static_cast<uint64_t>(alt);
     };
     while (s.excess > 0) {
       candidates.clear();
@@ -737,16 +740,12 @@ class Greedy {
         const Gap& gap = s.gaps[k];
         if (gap.used != kCarry || gap.to - gap.from < 2 || !covers_excess(s, gap)) continue;
         for (Bridge alt : bridges_) {
-          for (bool keep_dear : {false, true}) {
-            if (keep_dear && alt != kRecompute) continue;
-            double order = 0;
-            if (lazy) {
-              order = estimate(s, gap, alt);
-              if (auto it = scored.find(key(gap, alt, keep_dear)); it != scored.end())
-                order = std::max(order, it->second);
-            }
-            candidates.push_back({k, alt, order, keep_dear});
+          double order = 0;
+          if (lazy) {
+            order = estimate(s, gap, alt);
+            if (auto it = scored.find(key(gap, alt)); it != scored.end()) order = std::max(order, it->second);
           }
+          candidates.push_back({k, alt, order});
         }
       }
       if (lazy)
@@ -757,24 +756,32 @@ class Greedy {
       for (const Candidate& c : candidates) {
         if (lazy && best && best_score <= c.estimate) break;
         if (given_up()) return false;
-        const uint64_t id = key(s.gaps[c.gap], c.alt, c.keep_dear);
-        std::optional<State> variant;
-        if (c.keep_dear) {
-          variant = with_recompute_keeping_dear(s, s.gaps[c.gap]);
-          if (!variant) {
-            if (lazy) scored[id] = std::numeric_limits<double>::infinity();
-            continue;
+        const uint64_t id = key(s.gaps[c.gap], c.alt);
+        // A recomputation is measured as it runs by default and with its chain's dear
+        // recomputations carried (keeping_dear); the candidate scores the better of the two.
+        State next = with_choice(s, s.gaps[c.gap], c.alt);
+        double score = std::numeric_limits<double>::infinity();
+        auto score_of = [&](const State& t) {
+          const double relief = s.excess - t.excess;
+          if (relief <= 0 || !fits_deadline(t)) return std::numeric_limits<double>::infinity();
+          return (t.costs.energy_j - s.costs.energy_j) / relief;
+        };
+        score = score_of(next);
+        if (c.alt == kRecompute && dear_chains_) {
+          if (auto kept = keeping_dear(next, s.gaps[c.gap])) {
+            if (const double kept_score = score_of(*kept); kept_score < score) {
+              score = kept_score;
+              recycle(std::exchange(next, std::move(*kept)));
+            } else {
+              recycle(std::move(*kept));
+            }
           }
         }
-        State next = variant ? std::move(*variant) : with_choice(s, s.gaps[c.gap], c.alt);
-        const double relief = s.excess - next.excess;
-        if (relief <= 0 || !fits_deadline(next)) {
-          if (lazy) scored[id] = std::numeric_limits<double>::infinity();
+        if (lazy) scored[id] = score;
+        if (!(score < std::numeric_limits<double>::infinity())) {
           recycle(std::move(next));
           continue;
         }
-        const double score = (next.costs.energy_j - s.costs.energy_j) / relief;
-        if (lazy) scored[id] = score;
         if (!best || score < best_score) {
           best_score = score;
           if (best) recycle(std::move(*best));
@@ -844,31 +851,35 @@ class Greedy {
       const Gap gap = s.gaps[next_gap];
       bool improved = false;
       if (gap.used != kCarry) {
+        auto better = [&](State& next, bool may_repair) {
+          return fits_deadline(next) && (next.excess <= 0 || (may_repair && repair(next))) &&
+                 next.costs.energy_j < s.costs.energy_j * (1 - 1e-12);
+        };
+        // A recomputation is also tried with its chain's dear recomputations carried
+        // (keeping_dear): from the state that recomputes the gap, this one's where it does.
+        std::optional<State> kept;
+        if (gap.used == kRecompute && dear_chains_) kept = keeping_dear(s, gap);
         for (Bridge alt : bridges_with_carry()) {
           if (alt == gap.used) continue;
           State next = with_choice(s, gap, alt);
-          if (fits_deadline(next) && (next.excess <= 0 || (alt == kCarry && repair(next))) &&
-              next.costs.energy_j < s.costs.energy_j * (1 - 1e-12)) {
+          if (alt == kRecompute && dear_chains_) kept = keeping_dear(next, gap);
+          if (better(next, alt == kCarry)) {
             recycle(std::exchange(s, std::move(next)));
             improved = true;
             break;
           }
           recycle(std::move(next));
-          if (std::chrono::steady_clock::now() >= stop_at_) return;
+          if (std::chrono::steady_clock::now() >= stop_at_) break;
         }
-        // Recomputed with the dear recomputations of its chain carried instead (for a
-        // recomputed gap, the chain's own dear ones; for a paged one, in place of paging).
-        if (!improved && allowed_.recompute) {
-          if (auto next = with_recompute_keeping_dear(s, gap)) {
-            if (fits_deadline(*next) && (next->excess <= 0 || repair(*next)) &&
-                next->costs.energy_j < s.costs.energy_j * (1 - 1e-12)) {
-              recycle(std::exchange(s, std::move(*next)));
-              improved = true;
-            } else {
-              recycle(std::move(*next));
-            }
+        if (kept) {
+          if (!improved && better(*kept, true)) {
+            recycle(std::exchange(s, std::move(*kept)));
+            improved = true;
+          } else {
+            recycle(std::move(*kept));
           }
         }
+        if (std::chrono::steady_clock::now() >= stop_at_ && !improved) return;
       }
       if (improved) {
         unchanged = 0;  // the same position holds the next gap of the changed plan
@@ -1120,6 +1131,7 @@ class Greedy {
   AllowedMoves allowed_;
   int late_from_;  ///< stages from here on run in the backward phase's mode
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
+  bool dear_chains_ = false;     ///< recomputations measured both ways (kDearChainsUpTo)
   std::chrono::steady_clock::time_point stop_at_;  ///< when local search gives up
   /// kTotal: page-outs chain in the order their tensors can start, each through the
   /// earliest span that hides it, even where that holds the tensor longer (see derive()).
