@@ -372,6 +372,17 @@ TEST(OnnxImport, ShapeArithmeticBeyondInt64IsNotFolded) {
                 "'/layers.0/self_attn/Slice')");
 }
 
+// Found by fuzz_onnx_import: transformer_encoder.onnx with one byte changed, so that layer
+// 2's in_proj_weight is 776 x 256 instead of 768 x 256. libonnx's data propagation crashed
+// the process on it (a null dereference); shape inference runs without it now, and the
+// file is refused with the node whose shapes disagree.
+TEST(OnnxImport, AWeightOfTheWrongShapeIsRefusedWithTheNodeItBreaks) {
+  const std::string error =
+      import_error(onnx_dir() / "regressions" / "wrong_weight_shape_crashed_data_propagation.onnx");
+  EXPECT_NE(error.find("shape inference failed"), std::string::npos) << error;
+  EXPECT_NE(error.find("/layers.2/self_attn/Add"), std::string::npos) << error;
+}
+
 TEST(OnnxImport, ABatchOutOfRangeIsRejected) {
   EXPECT_EQ(import_error(tiny_cnn(), -1), "batch must be between 1 and 65536, not -1");
   EXPECT_EQ(import_error(tiny_cnn(), 1 << 20), "batch must be between 1 and 65536, not 1048576");
