@@ -677,8 +677,8 @@ class Greedy {
   /// is a convolution or a projection under a chain of element-wise ops.
   static constexpr double kDearFactor = 10;
   /// Graphs up to this many nodes (those the stage MILP follows) measure recomputations
-  /// both ways. Past it the second measure costs the search more than it finds: DenseNet-121
-  /// at 30 % of the Pi 4 under total ended at 6.96 % instead of 1.46 % in 10 s
+  /// both ways. Past it the searches rarely end before the limit, how far they get decides
+  /// the plan, and the second measure slows them; on DenseNet-121 it was not seen to help
   /// (docs/performance.md, fourteenth increment).
   static constexpr int kDearChainsUpTo = 400;
 
