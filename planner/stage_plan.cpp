@@ -287,8 +287,12 @@ namespace {
 
 /// How a tensor needed in a stage, and not there yet, gets there.
 /// kPageLate (Objective::kTotal): paged back in after the previous stage's computes, holding
-/// no memory there but not hidden behind them.
-enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute, kPageLate };
+/// no memory there but not hidden behind them. kRecomputeEarly: recomputed in the stage
+/// before and carried in, so its chain's transient outputs do not add to the peak of a stage
+/// that recomputes much else (the stage MILP does this where backward stages recompute long
+/// chains; see derive()).
+enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute, kPageLate, kRecomputeEarly };
+constexpr bool recomputes(Bridge b) { return b == kRecompute || b == kRecomputeEarly; }
 using Choices = StageGrid;  // [stage][node]
 
 /// Consecutive stages a page-out runs over, first to last.
@@ -612,7 +616,9 @@ class Greedy {
       }
       for (int in : inputs_[i]) {
         if (computed_in[in] == t) continue;  // made earlier in this stage
-        if (c[t][in] == kUnset) c[t][in] = paged_in[in] ? kPage : kCarry;
+        // Recomputed in the stage before and read here: recomputed early.
+        const bool early = computed_in[in] == t - 1 && in != t - 1 && allowed_.recompute;
+        if (c[t][in] == kUnset) c[t][in] = paged_in[in] ? kPage : early ? kRecomputeEarly : kCarry;
         paged_in[in] = 0;
       }
       computed_in[i] = t;
@@ -689,19 +695,39 @@ class Greedy {
   /// transformer's slice) cost the dear one's energy too; carrying the dear one, often still
   /// present a few stages back, makes the cheap chain worth it. None when the chain has no
   /// dear recomputation (then nothing is measured).
-  std::optional<State> keeping_dear(const State& recomputed, const Gap& gap) const {
-    const double own_j = g_.compute_cost(gap.node, gap.to >= late_from_).energy_j;
+  std::optional<State> keeping_dear(const State& recomputed, const Gap& gap, Bridge b) const {
+    const int in_stage = b == kRecomputeEarly ? gap.to - 1 : gap.to;
+    const double own_j = g_.compute_cost(gap.node, in_stage >= late_from_).energy_j;
     auto dear = [&](const Gap& inner) {
-      return inner.to == gap.to && inner.used == kRecompute && inner.node != gap.node &&
-             g_.compute_cost(inner.node, gap.to >= late_from_).energy_j >= kDearFactor * own_j;
+      return inner.to == in_stage && inner.used == kRecompute && inner.node != gap.node &&
+             g_.compute_cost(inner.node, in_stage >= late_from_).energy_j >= kDearFactor * own_j;
     };
     if (std::none_of(recomputed.gaps.begin(), recomputed.gaps.end(), dear)) return std::nullopt;
     State next = blank();
     next.choices = recomputed.choices;
     for (const Gap& inner : recomputed.gaps)
-      if (dear(inner)) next.choices[gap.to][inner.node] = kCarry;
+      if (dear(inner)) next.choices[in_stage][inner.node] = kCarry;
     remeasure(next);
     return next;
+  }
+
+  /// The ways of bridging `gap` by `b` the searches measure, appended to `out`, the plain one
+  /// (with_choice) last. A recomputation also: with its chain's dear recomputations carried
+  /// (keeping_dear); and in the local search's second part (improve()), recomputed in the
+  /// stage before instead (kRecomputeEarly), that too with its dear ones carried.
+  void variants(const State& s, const Gap& gap, Bridge b, std::vector<State>& out) const {
+    State plain = with_choice(s, gap, b);
+    if (b == kRecompute) {
+      if (dear_chains_)
+        if (std::optional<State> kept = keeping_dear(plain, gap, b)) out.push_back(std::move(*kept));
+      if (early_moves_ && gap.to - 1 > gap.from) {
+        State early = with_choice(s, gap, kRecomputeEarly);
+        if (dear_chains_)
+          if (std::optional<State> kept = keeping_dear(early, gap, kRecomputeEarly)) out.push_back(std::move(*kept));
+        out.push_back(std::move(early));
+      }
+    }
+    out.push_back(std::move(plain));
   }
 
   /// Bridges gaps until every stage fits: each time the one that costs the least energy per
@@ -729,9 +755,10 @@ class Greedy {
       double estimate;
     };
     std::vector<Candidate> candidates;
+    std::vector<State> ways;
     std::unordered_map<uint64_t, double> scored;  // lazy: each candidate's last measured score
     auto key = [&](const Gap& gap, Bridge alt) {
-      return (static_cast<uint64_t>(gap.node) * static_cast<uint64_t>(n_) + static_cast<uint64_t>(gap.to)) * 4 +
+      return (static_cast<uint64_t>(gap.node) * static_cast<uint64_t>(n_) + static_cast<uint64_t>(gap.to)) * 8 +
              static_cast<uint64_t>(alt);
     };
     while (s.excess > 0) {
@@ -757,26 +784,26 @@ class Greedy {
         if (lazy && best && best_score <= c.estimate) break;
         if (given_up()) return false;
         const uint64_t id = key(s.gaps[c.gap], c.alt);
-        // A recomputation is measured as it runs by default and with its chain's dear
-        // recomputations carried (keeping_dear); the candidate scores the better of the two.
-        State next = with_choice(s, s.gaps[c.gap], c.alt);
-        double score = std::numeric_limits<double>::infinity();
+        // A recomputation is measured in several ways (variants()); the candidate scores the
+        // best of them.
         auto score_of = [&](const State& t) {
           const double relief = s.excess - t.excess;
           if (relief <= 0 || !fits_deadline(t)) return std::numeric_limits<double>::infinity();
           return (t.costs.energy_j - s.costs.energy_j) / relief;
         };
-        score = score_of(next);
-        if (c.alt == kRecompute && dear_chains_) {
-          if (auto kept = keeping_dear(next, s.gaps[c.gap])) {
-            if (const double kept_score = score_of(*kept); kept_score < score) {
-              score = kept_score;
-              recycle(std::exchange(next, std::move(*kept)));
-            } else {
-              recycle(std::move(*kept));
-            }
+        variants(s, s.gaps[c.gap], c.alt, ways);
+        State next = std::move(ways.back());
+        ways.pop_back();
+        double score = score_of(next);
+        for (std::size_t w = 0; w < ways.size(); ++w) {
+          if (const double way_score = score_of(ways[w]); way_score < score) {
+            score = way_score;
+            recycle(std::exchange(next, std::move(ways[w])));
+          } else {
+            recycle(std::move(ways[w]));
           }
         }
+        ways.clear();
         if (lazy) scored[id] = score;
         if (!(score < std::numeric_limits<double>::infinity())) {
           recycle(std::move(next));
@@ -838,7 +865,22 @@ class Greedy {
   /// bridges, and undone (carried again) with the excess that brings repaired greedily; the
   /// first change that lowers the energy and still fits is kept, until none does or the
   /// time is up. Undo-and-repair escapes the greedy's early, myopic choices.
+  ///
+  /// Where the search ends with time left, it goes on with the early recomputations
+  /// (kRecomputeEarly, variants()) among its moves too, until a whole round of those changes
+  /// nothing. They come second so that the first search, and what it finds, is what it was
+  /// without them; a search from the start with them ends elsewhere, as often worse as
+  /// better (docs/performance.md, fifteenth increment).
   void improve(State& s) const {
+    search_locally(s);
+    if (!allowed_.recompute || std::chrono::steady_clock::now() >= stop_at_) return;
+    early_moves_ = true;
+    search_locally(s);
+    early_moves_ = false;
+  }
+
+  /// One local search (see improve()).
+  void search_locally(State& s) const {
     // Gaps are tried in turn, going on after a change from where it was found rather than
     // from the first gap again: the gaps before it were tried a moment ago and most still
     // cannot improve, so restarting spent the time limit re-trying them. The search ends
@@ -855,14 +897,16 @@ class Greedy {
           return fits_deadline(next) && (next.excess <= 0 || (may_repair && repair(next))) &&
                  next.costs.energy_j < s.costs.energy_j * (1 - 1e-12);
         };
-        // A recomputation is also tried with its chain's dear recomputations carried
-        // (keeping_dear): from the state that recomputes the gap, this one's where it does.
-        std::optional<State> kept;
-        if (gap.used == kRecompute && dear_chains_) kept = keeping_dear(s, gap);
+        // A recomputation's other ways (variants()) are tried after every bridge's plain one,
+        // and may be repaired: from the plan as it is where the gap is recomputed already.
+        std::vector<State> later;
+        if (recomputes(gap.used) && dear_chains_)
+          if (std::optional<State> k = keeping_dear(s, gap, gap.used)) later.push_back(std::move(*k));
         for (Bridge alt : bridges_with_carry()) {
           if (alt == gap.used) continue;
-          State next = with_choice(s, gap, alt);
-          if (alt == kRecompute && dear_chains_) kept = keeping_dear(next, gap);
+          variants(s, gap, alt, later);
+          State next = std::move(later.back());  // the plain way is last in
+          later.pop_back();
           if (better(next, alt == kCarry)) {
             recycle(std::exchange(s, std::move(next)));
             improved = true;
@@ -871,12 +915,12 @@ class Greedy {
           recycle(std::move(next));
           if (std::chrono::steady_clock::now() >= stop_at_) break;
         }
-        if (kept) {
-          if (!improved && better(*kept, true)) {
-            recycle(std::exchange(s, std::move(*kept)));
+        for (State& k : later) {
+          if (!improved && better(k, true)) {
+            recycle(std::exchange(s, std::move(k)));
             improved = true;
           } else {
-            recycle(std::move(*kept));
+            recycle(std::move(k));
           }
         }
         if (std::chrono::steady_clock::now() >= stop_at_ && !improved) return;
@@ -1025,6 +1069,13 @@ class Greedy {
           }
           b = kCarry;
         }
+        if (b == kRecomputeEarly) {
+          if (a < t - 1) recompute_before(t - 1, i, c, carry_until, p, last, gaps, stage_s);
+          p.ram[t][i] = 1;
+          last[i] = t;
+          gaps.push_back({i, a, t, a < t - 1 ? kRecomputeEarly : kCarry});
+          continue;
+        }
         if (b == kRecompute) {
           p.compute[t][i] = 1;
           for (int j : inputs_[i]) {
@@ -1046,6 +1097,29 @@ class Greedy {
     }
     chain_page_outs(p, chain, channel, stage_s);
     obey_span_rules(p);
+  }
+
+  /// kRecomputeEarly: recomputes `i` in stage `s`, whose own needs are bridged already. Its
+  /// inputs not there are carried to `s` where they are carried on anyway (or chosen so), and
+  /// recomputed there otherwise, in turn. One still on its way in from storage is recomputed.
+  void recompute_before(int s, int i, const Choices& c, const std::vector<int>& carry_until, StagePlan& p,
+                        std::vector<int>& last, std::vector<Gap>& gaps, std::vector<double>& stage_s) const {
+    p.compute[s][i] = 1;
+    last[i] = std::max(last[i], s);
+    stage_s[s] += g_.compute_cost(i, s >= late_from_).time_s;
+    for (int j : inputs_[i]) {
+      if (p.compute[s][j] || p.ram[s][j]) continue;
+      const int a = last[j];
+      const auto b = static_cast<Bridge>(c[s][j]);
+      if (a > s || b == kRecompute || (b == kUnset && carry_until[j] <= s)) {
+        if (a < s) gaps.push_back({j, a, s, kRecompute});
+        recompute_before(s, j, c, carry_until, p, last, gaps, stage_s);
+        continue;
+      }
+      for (int r = a + 1; r <= s; ++r) p.ram[r][j] = 1;
+      last[j] = s;
+      gaps.push_back({j, a, s, kCarry});
+    }
   }
 
   /// A page-out the `hidden_` derivation places after the page-ins: of `node`, in stages
@@ -1132,6 +1206,7 @@ class Greedy {
   int late_from_;  ///< stages from here on run in the backward phase's mode
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
   bool dear_chains_ = false;     ///< recomputations measured both ways (kDearChainsUpTo)
+  mutable bool early_moves_ = false;  ///< kRecomputeEarly among the moves (improve())
   std::chrono::steady_clock::time_point stop_at_;  ///< when local search gives up
   /// kTotal: page-outs chain in the order their tensors can start, each through the
   /// earliest span that hides it, even where that holds the tensor longer (see derive()).
