@@ -72,31 +72,19 @@ namespace {
 
 /// Calls f(i), in order, for each i in [0, len) where any of `rows` is set. Plans are sparse
 /// (a stage holds, computes and pages a few of the n nodes) and measured thousands of times
-/// a second, so rows are scanned eight flags at a time.
-static_assert(std::endian::native == std::endian::little, "for_each_set reads rows as little-endian words");
-
+/// a second, so rows are scanned 64 flags at a time.
 template <std::size_t K, class F>
-void for_each_set(const char* const (&rows)[K], int len, F&& f) {
-  int i = 0;
-  for (; i + 8 <= len; i += 8) {
+void for_each_set(const StageGrid::ConstRow (&rows)[K], int len, F&& f) {
+  const int words = (len + 63) / 64;
+  for (int w = 0; w < words; ++w) {
     uint64_t any = 0;
-    for (std::size_t r = 0; r < K; ++r) {
-      uint64_t word = 0;
-      std::memcpy(&word, rows[r] + i, sizeof word);
-      any |= word;
-    }
-    while (any != 0) {  // the word's bytes in memory order (little-endian: low bytes first)
-      const int byte = std::countr_zero(any) / 8;
-      f(i + byte);
-      any &= ~(uint64_t{0xff} << (8 * byte));
+    for (std::size_t r = 0; r < K; ++r) any |= rows[r].words()[w];
+    if (w == words - 1 && (len & 63) != 0) any &= (uint64_t{1} << (len & 63)) - 1;
+    while (any != 0) {
+      f(w * 64 + std::countr_zero(any));
+      any &= any - 1;
     }
   }
-  for (; i < len; ++i)
-    for (std::size_t r = 0; r < K; ++r)
-      if (rows[r][i]) {
-        f(i);
-        break;
-      }
 }
 
 StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vector<int>>& inputs,
@@ -293,7 +281,18 @@ namespace {
 /// chains; see derive()).
 enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute, kPageLate, kRecomputeEarly };
 constexpr bool recomputes(Bridge b) { return b == kRecompute || b == kRecomputeEarly; }
-using Choices = StageGrid;  // [stage][node]
+/// Each stage's bridge for each tensor ([stage][node], a Bridge per byte), in one block.
+class Choices {
+ public:
+  Choices() = default;
+  explicit Choices(int n) : n_(n), cells_(static_cast<std::size_t>(n) * n, kUnset) {}
+  [[nodiscard]] char* operator[](int row) { return cells_.data() + static_cast<std::size_t>(row) * n_; }
+  [[nodiscard]] const char* operator[](int row) const { return cells_.data() + static_cast<std::size_t>(row) * n_; }
+
+ private:
+  int n_ = 0;
+  std::vector<char> cells_;
+};
 
 /// Consecutive stages a page-out runs over, first to last.
 struct Span {
