@@ -124,9 +124,11 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
       if (last == t) wait_until_s = std::max(wait_until_s, channel_free_s);  // page-ins
       return Transfer{node, last, from_s, channel_free_s};
     };
-    for_each_set({p.ram[t], p.page_in[t], p.page_in_late[t]}, t, [&](int i) {
+    // What the stage holds (most of a plan's flags), then its page-ins, which are few.
+    for_each_set({p.ram[t]}, t, [&](int i) { u += static_cast<int64_t>(graph.nodes[i].output_bytes); });
+    for_each_set({p.page_in[t], p.page_in_late[t]}, t, [&](int i) {
       const auto& node = graph.nodes[i];
-      if (p.ram[t][i] || (total && p.page_in[t][i])) u += static_cast<int64_t>(node.output_bytes);
+      if (total && p.page_in[t][i] && !p.ram[t][i]) u += static_cast<int64_t>(node.output_bytes);
       if (p.page_in[t][i]) {
         c.energy_j += charge(node.pagein_energy_j, node.pagein_time_s);
         if (total) {
