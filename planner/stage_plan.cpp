@@ -15,10 +15,12 @@
 namespace ergon::planner {
 
 StagePlan::StagePlan(int nodes)
-    : n(nodes), compute(nodes), ram(nodes), ssd(nodes), page_in(nodes), page_out(nodes), page_in_late(nodes) {}
+    : n(nodes), compute(nodes), page_in(nodes), page_out(nodes), page_in_late(nodes), ram(nodes), ssd(nodes) {}
 
 void StagePlan::clear() {
-  for (StageGrid* grid : {&compute, &ram, &ssd, &page_in, &page_out, &page_in_late}) grid->clear();
+  for (StageGrid* grid : {&compute, &page_in, &page_out, &page_in_late}) grid->clear();
+  ram.clear();
+  ssd.clear();
 }
 
 std::string check_stage_plan(const TrainingGraph& graph, const StagePlan& p) {
@@ -114,6 +116,16 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
     double from_s, to_s;  ///< when the channel carries it
   };
   std::vector<Transfer> under_way;  // page-outs not done with their span yet
+  // What each stage holds from before it (ram[t][i], i < t), summed run by run: held[t].
+  std::vector<int64_t> held(n + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    const auto bytes = static_cast<int64_t>(graph.nodes[i].output_bytes);
+    p.ram.for_each_run(i, i + 1, [&](int first, int last) {
+      held[first] += bytes;
+      held[last + 1] -= bytes;
+    });
+  }
+  for (int t = 1; t < n; ++t) held[t] += held[t - 1];
   for (int t = 0; t < n; ++t) {
     int64_t u = 0;
     double stage_compute_s = 0, stage_transfer_s = 0, stage_late_s = 0;
@@ -125,7 +137,7 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
       return Transfer{node, last, from_s, channel_free_s};
     };
     // What the stage holds (most of a plan's flags), then its page-ins, which are few.
-    for_each_set({p.ram[t]}, t, [&](int i) { u += static_cast<int64_t>(graph.nodes[i].output_bytes); });
+    u += held[t];
     for_each_set({p.page_in[t], p.page_in_late[t]}, t, [&](int i) {
       const auto& node = graph.nodes[i];
       if (total && p.page_in[t][i] && !p.ram[t][i]) u += static_cast<int64_t>(node.output_bytes);
@@ -199,7 +211,7 @@ StagePlanCosts evaluate(const TrainingGraph& graph, const std::vector<std::vecto
     c.makespan_s += c.stage_time_s[t];
     c.stage_peak_bytes[t] = static_cast<uint64_t>(peak);
     if (t == late_from)
-      for_each_set({p.ram[t]}, t, [&](int i) { c.stash_bytes += graph.nodes[i].output_bytes; });
+      c.stash_bytes += static_cast<uint64_t>(held[t]);
     c.peak_bytes = std::max(c.peak_bytes, c.stage_peak_bytes[t]);
   }
   if (total) c.energy_j += graph.idle_power_w * c.makespan_s;
@@ -314,9 +326,9 @@ Span computing_span(int first, int limit, double out_s, const std::vector<double
 /// A page-out of `node` over `span`, the tensor held in RAM from `held_from` until it ends and
 /// on storage after.
 void mark_page_out(StagePlan& p, int node, int held_from, const Span& span) {
-  for (int s = held_from; s <= span.last; ++s) p.ram[s][node] = 1;
+  p.ram.set_rows(node, held_from, span.last);
   for (int s = span.first; s <= span.last; ++s) p.page_out[s][node] = 1;
-  for (int s = span.last + 1; s < p.n; ++s) p.ssd[s][node] = 1;
+  p.ssd.set_rows(node, span.last + 1, p.n - 1);
 }
 
 /// Kept while the greedy search derives a plan under kTotal: the storage channel time already
@@ -1063,7 +1075,7 @@ class Greedy {
             }
             p.page_in[in_stage][i] = 1;
             if (chained) chain.back().last = in_stage - 1;
-            for (int s = in_stage + 1; s <= t; ++s) p.ram[s][i] = 1;
+            p.ram.set_rows(i, in_stage + 1, t);
             last[i] = t;
             gaps.push_back({i, a, t, kPage});
             continue;
@@ -1087,7 +1099,7 @@ class Greedy {
           gaps.push_back({i, a, t, kRecompute});
           continue;
         }
-        for (int s = a + 1; s <= t; ++s) p.ram[s][i] = 1;
+        p.ram.set_rows(i, a + 1, t);
         last[i] = t;
         gaps.push_back({i, a, t, kCarry});
       }
@@ -1117,7 +1129,7 @@ class Greedy {
         recompute_before(s, j, c, carry_until, p, last, gaps, stage_s);
         continue;
       }
-      for (int r = a + 1; r <= s; ++r) p.ram[r][j] = 1;
+      p.ram.set_rows(j, a + 1, s);
       last[j] = s;
       gaps.push_back({j, a, s, kCarry});
     }

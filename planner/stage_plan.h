@@ -1,6 +1,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -71,6 +72,82 @@ class StageGrid {
   std::vector<uint64_t> words_;
 };
 
+/// The same n x n table of flags, read and written as grid[row][column] too, but stored a
+/// column at a time: a tensor's stages in RAM or on storage are runs of consecutive rows
+/// (set_rows()), and a stage's resident bytes are summed run by run (for_each_run()), not
+/// flag by flag.
+class ColumnGrid {
+ public:
+  class Row {
+   public:
+    Row(uint64_t* words, int stride, int row) : words_(words), stride_(stride), row_(row) {}
+    [[nodiscard]] StageGrid::Flag operator[](int i) const {
+      return {words_[static_cast<std::size_t>(i) * stride_ + (row_ >> 6)], uint64_t{1} << (row_ & 63)};
+    }
+
+   private:
+    uint64_t* words_;
+    int stride_, row_;
+  };
+  class ConstRow {
+   public:
+    ConstRow(const uint64_t* words, int stride, int row) : words_(words), stride_(stride), row_(row) {}
+    [[nodiscard]] bool operator[](int i) const {
+      return ((words_[static_cast<std::size_t>(i) * stride_ + (row_ >> 6)] >> (row_ & 63)) & 1U) != 0;
+    }
+
+   private:
+    const uint64_t* words_;
+    int stride_, row_;
+  };
+
+  ColumnGrid() = default;
+  explicit ColumnGrid(int n) : n_(n), stride_((n + 63) / 64), words_(static_cast<std::size_t>(n) * stride_, 0) {}
+  [[nodiscard]] Row operator[](int row) { return {words_.data(), stride_, row}; }
+  [[nodiscard]] ConstRow operator[](int row) const { return {words_.data(), stride_, row}; }
+  void clear() { std::fill(words_.begin(), words_.end(), 0); }
+
+  /// Sets rows [from, to] of `column` (none when to < from).
+  void set_rows(int column, int from, int to) {
+    uint64_t* c = words_.data() + static_cast<std::size_t>(column) * stride_;
+    for (int r = from; r <= to;) {
+      const int bit = r & 63;
+      const int count = std::min(64 - bit, to - r + 1);
+      c[r >> 6] |= (count == 64 ? ~uint64_t{0} : ((uint64_t{1} << count) - 1)) << bit;
+      r += count;
+    }
+  }
+
+  /// Calls f(first, last) for each run of set rows of `column` at or after row `from`.
+  template <class F>
+  void for_each_run(int column, int from, F&& f) const {
+    const uint64_t* c = words_.data() + static_cast<std::size_t>(column) * stride_;
+    int r = from;
+    while (r < n_) {
+      const int first = next(c, r, false);
+      if (first >= n_) return;
+      r = next(c, first, true);
+      f(first, r - 1);
+    }
+  }
+
+ private:
+  /// The first row at or after r whose flag is set (or, with `clear`, unset); n_ if none.
+  [[nodiscard]] int next(const uint64_t* c, int r, bool clear) const {
+    int w = r >> 6;
+    uint64_t word = (clear ? ~c[w] : c[w]) & (~uint64_t{0} << (r & 63));
+    while (word == 0) {
+      if (++w >= stride_) return n_;
+      word = clear ? ~c[w] : c[w];
+    }
+    return std::min(n_, w * 64 + std::countr_zero(word));
+  }
+
+  int n_ = 0;
+  int stride_ = 0;  ///< words per column
+  std::vector<uint64_t> words_;
+};
+
 /// A schedule in the POET model's stage form (DESIGN.md, Planner). Stage t computes the nodes
 /// marked in `compute[t]` in ascending order, the last one being t; `ram[t]` and `ssd[t]`
 /// mark the outputs in RAM and on storage at the start of stage t; `page_in[t]` and
@@ -92,7 +169,8 @@ struct StagePlan {
   int n = 0;
   /// Every flag unset (the tables keep their memory).
   void clear();
-  StageGrid compute, ram, ssd, page_in, page_out, page_in_late;
+  StageGrid compute, page_in, page_out, page_in_late;
+  ColumnGrid ram, ssd;  ///< a tensor's stages in RAM, on storage: runs of rows
 };
 
 /// Which ways of saving memory a planner may use: POET uses both; Checkmate-style planning
