@@ -5,7 +5,6 @@
 #include <cassert>
 #include <chrono>
 #include <climits>
-#include <cstring>
 #include <exception>
 #include <queue>
 #include <thread>

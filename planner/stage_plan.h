@@ -59,7 +59,7 @@ class StageGrid {
     uint64_t* words_;
   };
   StageGrid() = default;
-  explicit StageGrid(int n) : n_(n), stride_((n + 63) / 64), words_(static_cast<std::size_t>(n) * stride_, 0) {}
+  explicit StageGrid(int n) : stride_((n + 63) / 64), words_(static_cast<std::size_t>(n) * stride_, 0) {}
   [[nodiscard]] Row operator[](int row) { return Row(words_.data() + static_cast<std::size_t>(row) * stride_); }
   [[nodiscard]] ConstRow operator[](int row) const {
     return ConstRow(words_.data() + static_cast<std::size_t>(row) * stride_);
@@ -67,7 +67,6 @@ class StageGrid {
   void clear() { std::fill(words_.begin(), words_.end(), 0); }
 
  private:
-  int n_ = 0;
   int stride_ = 0;  ///< words per row
   std::vector<uint64_t> words_;
 };
