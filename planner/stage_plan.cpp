@@ -1,11 +1,13 @@
 #include "planner/stage_plan.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cassert>
 #include <chrono>
 #include <climits>
 #include <exception>
+#include <iterator>
 #include <queue>
 #include <thread>
 #include <unordered_map>
@@ -435,9 +437,9 @@ class Greedy {
   /// 30 % the memory it needs (9.6 % to 13.6 %).
   ///
   /// With `threads` >= 2 the two run at once, each on its own thread with all of the time,
-  /// and each then searches its second start (see search()) in the time it has left. With
+  /// and each then searches its other starts (see search()) in the time it has left. With
   /// one thread the second search runs only where the first took under a tenth of the time
-  /// to give up, its local search in what time is left, and each search's second start is
+  /// to give up, its local search in what time is left, and each search's other starts are
   /// searched only after both searches' first. On graphs past a few hundred nodes the first
   /// search alone takes all of the time, and the second was never run: on DenseNet-121 at
   /// 30 % of the Pi 4 it is the better one (a 1.46 % gap in 10 s against 3.4 to 7.4 %).
@@ -455,11 +457,11 @@ class Greedy {
       hidden = search(seeds);
       hidden_ = false;
     }
-    // The second starts, each with its own way of placing page-outs, in the time left.
-    search_second(plain);
+    // The other starts, each with its own way of placing page-outs, in the time left.
+    search_rest(plain);
     if (hidden) {
       hidden_ = true;
-      search_second(*hidden);
+      search_rest(*hidden);
       hidden_ = false;
     }
     std::optional<State> best = std::move(plain.best);
@@ -470,10 +472,11 @@ class Greedy {
   }
 
  private:
-  /// A search's outcome: its cheaper start searched locally, and the other start, not yet.
+  /// A search's outcome: its cheapest start searched locally, and the other starts, cheaper
+  /// first, not yet.
   struct Searched {
     std::optional<State> best;
-    std::optional<State> second;
+    std::vector<State> rest;
   };
 
   /// `theirs` on a second thread while `mine` runs on this one. An exception from either is
@@ -508,12 +511,12 @@ class Greedy {
     at_once(
         [&] {
           Searched r = other.search(seeds);
-          other.search_second(r);
+          other.search_rest(r);
           other_best = std::move(r.best);
         },
         [&] {
           Searched r = search(seeds);
-          search_second(r);
+          search_rest(r);
           best = std::move(r.best);
         });
     if (other_best && (!best || other_best->costs.energy_j < best->costs.energy_j)) best = std::move(other_best);
@@ -521,49 +524,63 @@ class Greedy {
     return std::move(best->plan);
   }
 
-  /// One way of placing page-outs (all that kPoet, or a search without paging, has): its two
-  /// starts searched on two threads, this one's and a copy's, rather than the second in the
-  /// time the first leaves.
+  /// One way of placing page-outs (all that kPoet, or a search without paging, has): its
+  /// starts searched on two threads, this one and a copy (its own spare states) each taking
+  /// the next start not yet taken, cheapest first, while time is left and neither has found
+  /// a plan good enough; rather than the second in the time the first leaves.
   std::optional<StagePlan> run_starts_at_once(const std::vector<Schedule>& seeds) {
     std::vector<State> starts = sorted_starts(seeds);
     if (starts.empty()) return std::nullopt;
     if (starts.size() > 1 && starts[0].costs.energy_j > good_enough_j_) {
       Greedy other = *this;
-      at_once([&] { other.improve(starts[1]); }, [&] { improve(starts[0]); });
-      if (starts[1].costs.energy_j < starts[0].costs.energy_j) return std::move(starts[1].plan);
+      std::atomic<std::size_t> next{0};
+      std::atomic<bool> done{false};  // a plan good enough is found
+      auto take_starts = [&](const Greedy& g) {
+        for (std::size_t k = next++; k < starts.size(); k = next++) {
+          if (k >= 2 && (done || std::chrono::steady_clock::now() >= stop_at_)) return;
+          g.improve(starts[k]);
+          if (starts[k].costs.energy_j <= good_enough_j_) done = true;
+        }
+      };
+      at_once([&] { take_starts(other); }, [&] { take_starts(*this); });
     } else {
       improve(starts[0]);
     }
-    return std::move(starts[0].plan);
+    auto cheapest = std::min_element(starts.begin(), starts.end(), [](const State& a, const State& b) {
+      return a.costs.energy_j < b.costs.energy_j;
+    });
+    return std::move(cheapest->plan);
   }
 
-  /// The second start of `r` searched locally, the way `hidden_` places page-outs, if time
-  /// is left and the first did not reach good_enough_j_; the cheaper of the two stands.
-  void search_second(Searched& r) const {
-    if (!r.second || std::chrono::steady_clock::now() >= stop_at_ ||
-        (r.best && r.best->costs.energy_j <= good_enough_j_))
-      return;
-    improve(*r.second);
-    if (!r.best || r.second->costs.energy_j < r.best->costs.energy_j) r.best = std::move(r.second);
+  /// The other starts of `r` searched locally in turn, the way `hidden_` places page-outs,
+  /// while time is left and none has reached good_enough_j_; the cheapest result stands.
+  void search_rest(Searched& r) const {
+    for (State& start : r.rest) {
+      if (std::chrono::steady_clock::now() >= stop_at_ || (r.best && r.best->costs.energy_j <= good_enough_j_))
+        return;
+      improve(start);
+      if (!r.best || start.costs.energy_j < r.best->costs.energy_j) r.best = std::move(start);
+    }
   }
 
-  /// The greedy start, and each seed's, repaired to fit. Of the cheapest seed's and the
-  /// greedy's own, the cheaper is searched locally; run() searches the other in what time is
-  /// left, and the cheaper result stands: the cheapest start does not always lead to the
-  /// cheapest plan (ResNet-50 on the nRF52840 at 30 %: +7.3 % over one pass from a
-  /// baseline's start, +5.8 % from the greedy's own; docs/performance.md). Where the first
-  /// start uses all the time, the answer is what it was with one start.
+  /// The starts (sorted_starts()): the cheapest is searched locally; run() searches the
+  /// others, cheaper first, in what time is left, and the cheapest result stands: the
+  /// cheapest start does not always lead to the cheapest plan (ResNet-50 on the nRF52840 at
+  /// 30 %: +7.3 % over one pass from a baseline's start, +5.8 % from the greedy's own;
+  /// docs/performance.md). Where the first start uses all the time, the answer is what it
+  /// was with one start.
   Searched search(const std::vector<Schedule>& seeds) const {
     std::vector<State> starts = sorted_starts(seeds);
     Searched r;
     if (starts.empty()) return r;
     improve(starts[0]);
     r.best = std::move(starts[0]);
-    if (starts.size() > 1) r.second = std::move(starts[1]);
+    std::move(starts.begin() + 1, starts.end(), std::back_inserter(r.rest));
     return r;
   }
 
-  /// The cheapest seed's start and the greedy's own, cheaper first; either may be missing.
+  /// The cheapest seed's start, the selective start and the greedy's own, each repaired to
+  /// fit, cheapest first; any may be missing.
   std::vector<State> sorted_starts(const std::vector<Schedule>& seeds) const {
     // Seeds first: one measure each where they fit, so a large graph whose own greedy start
     // gives up still gets a plan to search from.
@@ -578,6 +595,8 @@ class Greedy {
     }
     std::vector<State> starts;
     if (cheapest_seed) starts.push_back(std::move(*cheapest_seed));
+    if (allowed_.recompute && !given_up())
+      if (std::optional<State> selective = selective_start()) starts.push_back(std::move(*selective));
     if (std::optional<State> own = start())
       starts.push_back(std::move(*own));
     std::stable_sort(starts.begin(), starts.end(),
@@ -636,6 +655,42 @@ class Greedy {
       computed_in[i] = t;
     }
     return c;
+  }
+
+  /// An op that does at most this many FLOPs per byte it writes is cheap to recompute:
+  /// element-wise ops, normalizations and small pooling windows do a few per element (ReLU 1,
+  /// batch norm 7, a 3x3 max pool 9: at most about 2 per fp32 byte), concatenations and
+  /// copies none; a convolution or a projection does 2 * C_in * kernel per element, hundreds
+  /// per byte.
+  static constexpr double kCheapFlopsPerByte = 8;
+
+  /// The selective start (memory-efficient DenseNet's, Pleiss et al. 2017, and selective
+  /// recomputation's): every forward output cheap to recompute (kCheapFlopsPerByte) is
+  /// recomputed wherever it waits, every other one carried, also to where a recomputation
+  /// reads it; then repaired. A dense block's concatenations are the case: each is as large
+  /// as all the features before it, and recomputing one is free only with those features
+  /// kept. The greedy's own start bridges one tensor at a time, and recomputing a
+  /// concatenation alone recomputes every convolution that made its inputs, so it paged them
+  /// instead: DenseNet-121 at 30 % of the nRF52840 ended 9.6 % over the memory bound, and
+  /// 0.07 % from this start (docs/performance.md, seventeenth increment). nullopt on graphs
+  /// without FLOPs (graph JSON files), or where the repair finds no plan.
+  std::optional<State> selective_start() const {
+    Choices c(n_);  // kUnset
+    bool any_flops = false;
+    for (int j = 0; j < late_from_; ++j) {
+      const TrainingNode& node = g_.nodes[j];
+      any_flops = any_flops || node.flops > 0;
+      if (static_cast<double>(node.flops) <= kCheapFlopsPerByte * static_cast<double>(node.output_bytes)) {
+        for (int u : users_[j])
+          if (u - j >= 2) c[u][j] = kRecompute;
+      } else {
+        for (int t = j + 2; t < n_; ++t) c[t][j] = kCarry;
+      }
+    }
+    if (!any_flops) return std::nullopt;
+    State s = measure(std::move(c));
+    if (!fits_deadline(s) || !repair(s)) return std::nullopt;
+    return s;
   }
 
   /// The greedy's own start: everything carried, then repaired; or, when no single bridge
