@@ -675,11 +675,11 @@ class Greedy {
   /// 0.07 % from this start (docs/performance.md, seventeenth increment). nullopt on graphs
   /// without FLOPs (graph JSON files), or where the repair finds no plan.
   std::optional<State> selective_start() const {
+    if (std::none_of(g_.nodes.begin(), g_.nodes.end(), [](const TrainingNode& node) { return node.flops > 0; }))
+      return std::nullopt;
     Choices c(n_);  // kUnset
-    bool any_flops = false;
     for (int j = 0; j < late_from_; ++j) {
       const TrainingNode& node = g_.nodes[j];
-      any_flops = any_flops || node.flops > 0;
       if (static_cast<double>(node.flops) <= kCheapFlopsPerByte * static_cast<double>(node.output_bytes)) {
         for (int u : users_[j])
           if (u - j >= 2) c[u][j] = kRecompute;
@@ -687,7 +687,6 @@ class Greedy {
         for (int t = j + 2; t < n_; ++t) c[t][j] = kCarry;
       }
     }
-    if (!any_flops) return std::nullopt;
     State s = measure(std::move(c));
     if (!fits_deadline(s) || !repair(s)) return std::nullopt;
     return s;
