@@ -33,16 +33,24 @@
 //   to_1pct_s           first moment the best plan known was proven within 1 % (-1: never)
 //   to_0.1pct_s         the same for 0.1 %
 //   gap_pct             the final gap (-1: no schedule)
-//   peak_rss_mb         the process's peak resident memory during the case (VmHWM, reset
-//                       before each case through /proc/self/clear_refs)
+//   peak_rss_mb         the case's peak resident memory, as GNU time reports it: the largest
+//                       of the planner's process and CBC's (forked for each solve). CBC's
+//                       shares the planner's pages at the fork, so the two together take at
+//                       most the sum of this and planner_rss_mb
+//   planner_rss_mb      the planner's process alone (VmHWM); each case runs in a process of
+//                       its own
 // Times come from the planner's progress reports (each phase as it starts, and the branch
 // and bound's about once a second) and from the end of the call; a gap reached inside a
 // phase counts from that phase's end.
 
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -82,41 +90,82 @@ double peak_rss_mb() {
 
 void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
+/// What a case's process reports back: its counters, and its label or error.
+struct CaseReport {
+  double nodes = 0, to_1pct_s = -1, to_01pct_s = -1, gap_pct = -1, planner_rss_mb = -1;
+  bool failed = false;
+  char text[512] = {};  ///< the label, or the error when `failed`
+};
+
+/// Runs one `ergon plan` call as the CLI would, and says how it went.
+CaseReport run_case(const app::PlanArgs& args) {
+  CaseReport report;
+  auto say = [&](const std::string& text) { std::snprintf(report.text, sizeof report.text, "%s", text.c_str()); };
+  reset_peak_rss();
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  auto reached = [&](double gap, double at_s) {
+    if (gap <= 0.01 + 1e-12 && report.to_1pct_s < 0) report.to_1pct_s = at_s;
+    if (gap <= 0.001 + 1e-12 && report.to_01pct_s < 0) report.to_01pct_s = at_s;
+  };
+  app::PlanProgress progress;
+  progress.on_solve = [&](const planner::SolveProgress& p) {
+    if (p.incumbent && p.bound && *p.incumbent > 0) reached((*p.incumbent - *p.bound) / *p.incumbent, elapsed_s());
+  };
+  try {
+    const app::PlanOutcome outcome = app::plan(args, progress);
+    const auto& r = outcome.result;
+    if (r.schedule) reached(r.gap, elapsed_s());
+    report.nodes = outcome.graph.size();
+    report.gap_pct = r.schedule ? 100 * r.gap : -1;
+    say(r.schedule ? planner::to_string(r.status) : "no schedule: " + r.why);
+  } catch (const std::exception& e) {
+    report.failed = true;
+    say(e.what());
+  }
+  report.planner_rss_mb = peak_rss_mb();
+  return report;
+}
+
+/// Each case runs in a process of its own, forked here, so that its peak resident memory is
+/// what a user's `ergon plan` shows: the largest of the planner's process and CBC's (which
+/// the planner forks for each solve, and whose memory VmHWM here would not see).
 void BM_Plan(benchmark::State& state, app::PlanArgs args) {
   args.time_limit_s = time_limit_s();
   args.threads = 2;
   for (auto _ : state) {
-    reset_peak_rss();
-    const auto start = std::chrono::steady_clock::now();
-    auto elapsed_s = [&] {
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    };
-    double to_1pct_s = -1, to_01pct_s = -1;
-    auto reached = [&](double gap, double at_s) {
-      if (gap <= 0.01 + 1e-12 && to_1pct_s < 0) to_1pct_s = at_s;
-      if (gap <= 0.001 + 1e-12 && to_01pct_s < 0) to_01pct_s = at_s;
-    };
-    app::PlanProgress progress;
-    progress.on_solve = [&](const planner::SolveProgress& p) {
-      if (p.incumbent && p.bound && *p.incumbent > 0)
-        reached((*p.incumbent - *p.bound) / *p.incumbent, elapsed_s());
-    };
-    std::optional<app::PlanOutcome> outcome;
-    try {
-      outcome = app::plan(args, progress);
-    } catch (const std::exception& e) {
-      state.SkipWithError(e.what());
+    int fds[2];
+    if (::pipe(fds) != 0) {
+      state.SkipWithError("pipe failed");
       return;
     }
-    const double wall_s = elapsed_s();
-    const auto& r = outcome->result;
-    if (r.schedule) reached(r.gap, wall_s);
-    state.counters["nodes"] = outcome->graph.size();
-    state.counters["to_1pct_s"] = to_1pct_s;
-    state.counters["to_0.1pct_s"] = to_01pct_s;
-    state.counters["gap_pct"] = r.schedule ? 100 * r.gap : -1;
-    state.counters["peak_rss_mb"] = peak_rss_mb();
-    state.SetLabel(r.schedule ? planner::to_string(r.status) : "no schedule: " + r.why);
+    std::fflush(nullptr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      const CaseReport report = run_case(args);
+      const bool sent = ::write(fds[1], &report, sizeof report) == static_cast<ssize_t>(sizeof report);
+      ::_exit(sent ? 0 : 1);
+    }
+    ::close(fds[1]);
+    CaseReport report;
+    const bool got = pid > 0 && ::read(fds[0], &report, sizeof report) == static_cast<ssize_t>(sizeof report);
+    ::close(fds[0]);
+    rusage usage{};
+    int wstatus = 0;
+    if (pid > 0) ::wait4(pid, &wstatus, 0, &usage);
+    if (!got || report.failed) {
+      state.SkipWithError(got ? report.text : "the case's process died without a report");
+      return;
+    }
+    state.counters["nodes"] = report.nodes;
+    state.counters["to_1pct_s"] = report.to_1pct_s;
+    state.counters["to_0.1pct_s"] = report.to_01pct_s;
+    state.counters["gap_pct"] = report.gap_pct;
+    // ru_maxrss (KiB): the case's process or, where larger, the largest child it waited for.
+    state.counters["peak_rss_mb"] = static_cast<double>(usage.ru_maxrss) / 1024;
+    state.counters["planner_rss_mb"] = report.planner_rss_mb;
+    state.SetLabel(report.text);
   }
 }
 
