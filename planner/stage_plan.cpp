@@ -755,13 +755,17 @@ class Greedy {
   static constexpr int kDearChainsUpTo = 400;
 
   /// `recomputed` (a state with `gap` recomputed) with each recomputation of the same stage
-  /// that the chain runs and that costs kDearFactor times the gap's own carried instead. A
-  /// recomputed tensor's inputs are recomputed by default where nothing carries them on, so
-  /// a cheap output whose chain reaches a dear one (a ResNet block's residual gradient, a
-  /// transformer's slice) cost the dear one's energy too; carrying the dear one, often still
-  /// present a few stages back, makes the cheap chain worth it. None when the chain has no
-  /// dear recomputation (then nothing is measured).
-  std::optional<State> keeping_dear(const State& recomputed, const Gap& gap, Bridge b) const {
+  /// that the chain runs and that costs kDearFactor times the gap's own bridged by `keep`
+  /// instead. A recomputed tensor's inputs are recomputed by default where nothing carries
+  /// them on, so a cheap output whose chain reaches a dear one (a ResNet block's residual
+  /// gradient, a transformer's slice) cost the dear one's energy too. Carrying the dear one,
+  /// often still present a few stages back, makes the cheap chain worth it; where it is on
+  /// storage for a later read, paging it in for the recomputation as well (kPage) does: at
+  /// 30 % of the Pi 4, ResNet-18 CIFAR's layer1 paged its ReLU outputs at 100 times the
+  /// energy of recomputing them, since recomputing one recomputed the convolution under it
+  /// too (docs/performance.md, eighteenth increment). None when the chain has no dear
+  /// recomputation (then nothing is measured).
+  std::optional<State> keeping_dear(const State& recomputed, const Gap& gap, Bridge b, Bridge keep = kCarry) const {
     const int in_stage = b == kRecomputeEarly ? gap.to - 1 : gap.to;
     const double own_j = g_.compute_cost(gap.node, in_stage >= late_from_).energy_j;
     auto dear = [&](const Gap& inner) {
@@ -772,20 +776,23 @@ class Greedy {
     State next = blank();
     next.choices = recomputed.choices;
     for (const Gap& inner : recomputed.gaps)
-      if (dear(inner)) next.choices[in_stage][inner.node] = kCarry;
+      if (dear(inner)) next.choices[in_stage][inner.node] = keep;
     remeasure(next);
     return next;
   }
 
   /// The ways of bridging `gap` by `b` the searches measure, appended to `out`, the plain one
-  /// (with_choice) last. A recomputation also: with its chain's dear recomputations carried
-  /// (keeping_dear); and in the local search's second part (improve()), recomputed in the
-  /// stage before instead (kRecomputeEarly), that too with its dear ones carried.
+  /// (with_choice) last. A recomputation also: with its chain's dear recomputations carried,
+  /// and paged in where paging is allowed (keeping_dear); and in the local search's second
+  /// part (improve()), recomputed in the stage before instead (kRecomputeEarly), that too
+  /// with its dear ones carried.
   void variants(const State& s, const Gap& gap, Bridge b, std::vector<State>& out) const {
     State plain = with_choice(s, gap, b);
     if (b == kRecompute) {
       if (dear_chains_)
         if (std::optional<State> kept = keeping_dear(plain, gap, b)) out.push_back(std::move(*kept));
+      if (dear_chains_ && allowed_.paging)
+        if (std::optional<State> paged = keeping_dear(plain, gap, b, kPage)) out.push_back(std::move(*paged));
       if (early_moves_ && gap.to - 1 > gap.from) {
         State early = with_choice(s, gap, kRecomputeEarly);
         if (dear_chains_)
@@ -968,6 +975,8 @@ class Greedy {
         std::vector<State> later;
         if (recomputes(gap.used) && dear_chains_)
           if (std::optional<State> k = keeping_dear(s, gap, gap.used)) later.push_back(std::move(*k));
+        if (recomputes(gap.used) && dear_chains_ && allowed_.paging)
+          if (std::optional<State> k = keeping_dear(s, gap, gap.used, kPage)) later.push_back(std::move(*k));
         for (Bridge alt : bridges_with_carry()) {
           if (alt == gap.used) continue;
           variants(s, gap, alt, later);
