@@ -127,6 +127,156 @@ class RangeMax {
   std::vector<std::vector<double>> levels_;
 };
 
+/// How many tensors a moment's knapsack bounds both ways (kept, or freed whole) where its
+/// fractional answer frees part of one: at most 2^depth fractional knapsacks a moment.
+constexpr int kWholeTensorDepth = 4;
+
+/// One live output in a moment's knapsack. Its hull segments (`hull`, a range of
+/// Knapsack::hull) are the fractional relaxation the bound has always used. A tensor is
+/// either there or not, so freeing any of it frees at least `whole_bytes` (the least option
+/// no option freeing more bytes beats on cost) at `whole_j`, and more along the lower convex
+/// chain of the options from there on (`after`, made when first needed).
+struct Item {
+  double whole_bytes = 0;
+  double whole_j = 0;
+  std::size_t hull_from = 0, hull_to = 0;
+  std::size_t options_from = 0, options_to = 0;  ///< in Knapsack::options_, sorted by bytes
+  std::size_t after_from = 0, after_to = 0;
+  bool after_made = false;
+};
+
+/// A segment of an item's chain, and which item.
+struct Piece {
+  double bytes = 0;
+  double cost_j = 0;
+  int item = 0;
+  bool first = false;  ///< the first segment of the item's hull, from freeing nothing
+};
+
+/// The cheapest way to free a moment's shortfall over its live outputs. Fractionally, each
+/// output along its hull, as the bound always did; but an output is in memory or not, and
+/// where the fractional answer frees part of an output's least option (a 3 MiB stem
+/// convolution output when 2.6 MiB are short), the output is bounded both ways, freed whole
+/// or kept, to kWholeTensorDepth outputs deep: the lesser branch is a bound on every
+/// schedule (one that frees a dominated option's bytes does no better than with the option
+/// that dominates it), and never below the fractional one.
+class Knapsack {
+ public:
+  enum Status : char { kFree = 0, kIn, kOut };
+  std::vector<Segment> hull;  ///< every item's hull segments, by item
+
+  void clear() {
+    items_.clear();
+    hull.clear();
+    options_.clear();
+    after_.clear();
+  }
+
+  /// Adds an item from its options (sorted by bytes, then cost, none freeing nothing, as
+  /// append_hull_segments() leaves them) and the hull segments just appended to `hull`.
+  /// `whole`: the options are every way there is (paging or recomputing the tensor alone),
+  /// so the item is bounded both ways where it is split. Options made from dead inputs'
+  /// convex chains stand for ways between their points too, some freeing fewer bytes at
+  /// less cost than any option: such an item stays fractional.
+  void add(const std::vector<Point>& options, std::size_t hull_from, bool whole) {
+    if (options.empty() || hull_from == hull.size()) return;
+    Item item;
+    item.hull_from = hull_from;
+    item.hull_to = hull.size();
+    if (!whole) {
+      items_.push_back(item);  // whole_bytes 0: never split
+      return;
+    }
+    item.options_from = options_.size();
+    options_.insert(options_.end(), options.begin(), options.end());
+    item.options_to = options_.size();
+    double cheapest_j = std::numeric_limits<double>::infinity();
+    for (auto p = options.rbegin(); p != options.rend(); ++p)
+      if (p->cost_j < cheapest_j) {
+        cheapest_j = p->cost_j;
+        item.whole_bytes = p->bytes;
+        item.whole_j = p->cost_j;
+      }
+    items_.push_back(item);
+  }
+
+  /// The least cost of freeing `shortfall` bytes (infinity where the items cannot). Outputs
+  /// are bounded both ways only where that could take the answer above `worth_above`.
+  double least_j(double shortfall, double worth_above) {
+    shortfall_ = shortfall;
+    worth_above_ = worth_above;
+    status_.assign(items_.size(), kFree);
+    return solve(kWholeTensorDepth);
+  }
+
+ private:
+  /// The chain past an item's least option, made once.
+  void make_after(Item& item) {
+    if (item.after_made) return;
+    item.after_made = true;
+    front_.clear();
+    for (std::size_t k = item.options_from; k < item.options_to; ++k)
+      if (options_[k].bytes >= item.whole_bytes) front_.push_back(options_[k]);
+    lower_chain(front_, chain_);
+    item.after_from = after_.size();
+    for (std::size_t k = 1; k < chain_.size(); ++k)
+      after_.push_back({chain_[k].bytes - chain_[k - 1].bytes, chain_[k].cost_j - chain_[k - 1].cost_j});
+    item.after_to = after_.size();
+  }
+
+  double solve(int depth) {
+    pieces_.clear();
+    double short_bytes = shortfall_;
+    double cost_j = 0;
+    for (std::size_t k = 0; k < items_.size(); ++k) {
+      Item& item = items_[k];
+      if (status_[k] == kOut) continue;
+      if (status_[k] == kIn) {
+        make_after(item);
+        cost_j += item.whole_j;
+        short_bytes -= item.whole_bytes;
+        for (std::size_t a = item.after_from; a < item.after_to; ++a)
+          pieces_.push_back({after_[a].bytes, after_[a].cost_j, static_cast<int>(k), false});
+        continue;
+      }
+      for (std::size_t h = item.hull_from; h < item.hull_to; ++h)
+        pieces_.push_back({hull[h].bytes, hull[h].cost_j, static_cast<int>(k), h == item.hull_from});
+    }
+    std::sort(pieces_.begin(), pieces_.end(), [](const Piece& a, const Piece& b) {
+      return a.cost_j * b.bytes < b.cost_j * a.bytes;
+    });
+    int split = -1;  // an item of which the answer frees less than its least option
+    for (const Piece& piece : pieces_) {
+      if (short_bytes <= 0) break;
+      const double take = std::min(short_bytes, piece.bytes);
+      cost_j += piece.cost_j * (take / piece.bytes);
+      short_bytes -= take;
+      if (piece.first && take < items_[static_cast<std::size_t>(piece.item)].whole_bytes * (1 - 1e-9))
+        split = piece.item;
+    }
+    if (short_bytes > 0) return std::numeric_limits<double>::infinity();
+    // Freeing the split item whole is a way within its branch: no branch bounds above that.
+    if (split < 0 || depth <= 0 || cost_j + items_[static_cast<std::size_t>(split)].whole_j <= worth_above_)
+      return cost_j;
+    double branches_j = std::numeric_limits<double>::infinity();
+    for (const Status way : {kIn, kOut}) {
+      status_[static_cast<std::size_t>(split)] = way;
+      branches_j = std::min(branches_j, solve(depth - 1));
+    }
+    status_[static_cast<std::size_t>(split)] = kFree;
+    return std::max(cost_j, branches_j);  // the branches' answers are tighter, up to rounding
+  }
+
+  std::vector<Item> items_;
+  std::vector<Point> options_;
+  std::vector<Segment> after_;
+  double shortfall_ = 0;
+  double worth_above_ = 0;
+  std::vector<Status> status_;
+  std::vector<Piece> pieces_;
+  std::vector<Point> front_, chain_;
+};
+
 }  // namespace
 
 double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
@@ -228,7 +378,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   // bytes freed against keeping it, and energy; its share 1 / paths[d] of both.
   std::vector<std::vector<Point>> dead_chain(static_cast<std::size_t>(n));
   std::vector<const std::vector<Point>*> parts;
-  std::vector<Segment> segments;
+  Knapsack knapsack;
   std::vector<Segment> scratch;
   std::vector<Point> options;
   double worst_extra_j = 0;
@@ -286,7 +436,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
           coarsen(dead_chain[d]);
         }
       }
-      segments.clear();
+      knapsack.clear();
       for (int i = 0; i < t; ++i) {
         if (group[i] != kLive) continue;
         const auto& node = graph.nodes[i];
@@ -313,22 +463,16 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
             if (group[j] == kDead) parts.push_back(&dead_chain[j]);
           minkowski_sum({bytes, recompute_j(i, lambda)}, parts, scratch, options);
         }
-        append_hull_segments(options, segments);
+        const std::size_t hull_from = knapsack.hull.size();
+        append_hull_segments(options, knapsack.hull);
+        knapsack.add(options, hull_from, !allowed.recompute || parts.empty());
       }
-      double shortfall = static_cast<double>(needed_bytes + live_bytes - budget_bytes);
-      std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {
-        return a.cost_j * b.bytes < b.cost_j * a.bytes;
-      });
-      double extra_j = -mu * idle_w * own_sum_s(1, t - 1);
-      for (const Segment& seg : segments) {
-        if (shortfall <= 0) break;
-        const double take = std::min(shortfall, seg.bytes);
-        extra_j += seg.cost_j * (take / seg.bytes);
-        shortfall -= take;
-      }
+      const double shortfall = static_cast<double>(needed_bytes + live_bytes - budget_bytes);
+      const double hidden_j = mu * idle_w * own_sum_s(1, t - 1);
+      const double least_j = knapsack.least_j(shortfall, worst_extra_j + hidden_j);
       // Bytes left over when every option is used: no schedule exists (reported elsewhere),
       // or, at lambda < 1, paging is impossible here, which lambda = 1 does not assume.
-      if (shortfall <= 0) worst_extra_j = std::max(worst_extra_j, extra_j);
+      if (least_j < kNever) worst_extra_j = std::max(worst_extra_j, least_j - hidden_j);
     }
   }
   return one_pass_j + worst_extra_j;

@@ -272,9 +272,12 @@ TEST(PoetMilp, StoreAllIsReturnedWithoutASolverWhenItFits) {
 }
 
 TEST(PoetMilp, ReportsTheModelSize) {
-  const auto g = build_training_graph(random_forward(3, 1, false), LinearCosts());
+  // A graph and budget where the memory bound does not prove the greedy plan optimal, so a
+  // model is built.
+  const auto g = build_training_graph(random_forward(4, 2, false), LinearCosts());
   auto solver = make_cbc_solver();
-  const uint64_t budget = (g.min_working_set_bytes() + g.store_all_peak_bytes()) / 2;
+  const uint64_t lo = g.min_working_set_bytes();
+  const uint64_t budget = lo + (g.store_all_peak_bytes() - lo) / 4;
   const auto r = plan_poet(g, request(budget, 1e9), *solver);
   EXPECT_GT(r.variables, r.integers);  // U is continuous
   EXPECT_GT(r.integers, 0);
@@ -358,7 +361,7 @@ class CrashingSolver : public MilpSolver {
 };
 
 TEST(PoetMilp, ProgressNamesEachPhaseInOrderWithTheBestPlanAndBoundKnown) {
-  const auto g = build_training_graph(random_forward(8, 1, true), LinearCosts());
+  const auto g = build_training_graph(random_forward(8, 2, true), LinearCosts());
   const uint64_t lo = g.min_working_set_bytes();
   PlanRequest req = request(lo + (g.store_all_peak_bytes() - lo) / 4, std::numeric_limits<double>::infinity());
   req.relative_gap = 1e-9;  // the greedy plan alone does not prove this: every phase runs
@@ -387,7 +390,7 @@ TEST(PoetMilp, ProgressNamesEachPhaseInOrderWithTheBestPlanAndBoundKnown) {
 TEST(PoetMilp, ASolverCrashKeepsTheGreedyScheduleAndSaysSo) {
   // A graph and budget where the memory bound does not prove the greedy plan optimal, so
   // the solver is called.
-  const auto g = build_training_graph(random_forward(8, 1, true), LinearCosts());
+  const auto g = build_training_graph(random_forward(8, 2, true), LinearCosts());
   const uint64_t lo = g.min_working_set_bytes();
   PlanRequest req = request(lo + (g.store_all_peak_bytes() - lo) / 4,
                             std::numeric_limits<double>::infinity());
