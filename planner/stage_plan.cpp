@@ -781,6 +781,15 @@ class Greedy {
     return next;
   }
 
+  /// keeping_dear() of `recomputed` both ways, carried and (where paging is allowed) paged
+  /// in, appended to `out`; nothing past kDearChainsUpTo nodes.
+  void dear_kept_or_paged(const State& recomputed, const Gap& gap, Bridge b, std::vector<State>& out) const {
+    if (!dear_chains_) return;
+    if (std::optional<State> kept = keeping_dear(recomputed, gap, b)) out.push_back(std::move(*kept));
+    if (allowed_.paging)
+      if (std::optional<State> paged = keeping_dear(recomputed, gap, b, kPage)) out.push_back(std::move(*paged));
+  }
+
   /// The ways of bridging `gap` by `b` the searches measure, appended to `out`, the plain one
   /// (with_choice) last. A recomputation also: with its chain's dear recomputations carried,
   /// and paged in where paging is allowed (keeping_dear); and in the local search's second
@@ -789,10 +798,7 @@ class Greedy {
   void variants(const State& s, const Gap& gap, Bridge b, std::vector<State>& out) const {
     State plain = with_choice(s, gap, b);
     if (b == kRecompute) {
-      if (dear_chains_)
-        if (std::optional<State> kept = keeping_dear(plain, gap, b)) out.push_back(std::move(*kept));
-      if (dear_chains_ && allowed_.paging)
-        if (std::optional<State> paged = keeping_dear(plain, gap, b, kPage)) out.push_back(std::move(*paged));
+      dear_kept_or_paged(plain, gap, b, out);
       if (early_moves_ && gap.to - 1 > gap.from) {
         State early = with_choice(s, gap, kRecomputeEarly);
         if (dear_chains_)
@@ -973,10 +979,7 @@ class Greedy {
         // A recomputation's other ways (variants()) are tried after every bridge's plain one,
         // and may be repaired: from the plan as it is where the gap is recomputed already.
         std::vector<State> later;
-        if (recomputes(gap.used) && dear_chains_)
-          if (std::optional<State> k = keeping_dear(s, gap, gap.used)) later.push_back(std::move(*k));
-        if (recomputes(gap.used) && dear_chains_ && allowed_.paging)
-          if (std::optional<State> k = keeping_dear(s, gap, gap.used, kPage)) later.push_back(std::move(*k));
+        if (recomputes(gap.used)) dear_kept_or_paged(s, gap, gap.used, later);
         for (Bridge alt : bridges_with_carry()) {
           if (alt == gap.used) continue;
           variants(s, gap, alt, later);
