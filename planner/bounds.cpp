@@ -381,100 +381,169 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   Knapsack knapsack;
   std::vector<Segment> scratch;
   std::vector<Point> options;
-  double worst_extra_j = 0;
-  for (int t = 0; t < n; ++t) {
-    std::fill(group.begin(), group.begin() + t + 1, kDead);
-    group[t] = kNeeded;
-    uint64_t needed_bytes = graph.nodes[t].output_bytes;
-    for (int i : inputs[t]) {
-      group[i] = kNeeded;
-      needed_bytes += graph.nodes[i].output_bytes;
-    }
-    uint64_t live_bytes = 0;
-    for (int i = 0; i < t; ++i) {
-      if (group[i] == kNeeded || last_use[i] <= t) continue;
-      group[i] = kLive;
-      live_bytes += graph.nodes[i].output_bytes;
-    }
-    if (needed_bytes + live_bytes <= budget_bytes) continue;
-    // The working set alone over the budget means no schedule exists; the caller reports
-    // that separately, so the bound stays finite.
-    if (needed_bytes > budget_bytes) continue;
-    for (int d = t - 1; d >= 0; --d) {
-      paths[d] = sharers[d] = 0;
-      if (group[d] != kDead || !allowed.recompute) continue;
-      for (int u : users[d]) {
-        if (u >= t) continue;
-        if (group[u] == kLive) ++sharers[d];
-        paths[d] += group[u] == kLive ? 1.0 : group[u] == kDead ? paths[u] : 0.0;
+  // A tensor may be certain to be away at a moment: the other live outputs there are fewer
+  // bytes than the shortfall. It is then re-created once after that moment, before its next
+  // read (`until`), whatever else the schedule does, at no less than its cheapest way alone
+  // (paged, or recomputed with its inputs at hand). A re-creation is one action for one
+  // tensor, so a moment's knapsack may add that certain cost to its own: the outputs it
+  // frees are other tensors, or the same one in another window between reads, each
+  // re-created by an action of its own. And at a moment of the same window the tensor's
+  // absence costs nothing more: it may stay away until the one re-creation. ResNet-18's stem
+  // convolution output (3.2 MB) is the case: certain to be away during the stem's backward
+  // pass, where it is the only live output, it is free to be away at every moment since the
+  // forward pass, and the moments there that were short of other bytes add theirs.
+  struct Forced {
+    int node = 0;
+    int moment = 0;
+    int after = 0;  ///< the last read before the moment (or the tensor's own stage)
+    int until = 0;  ///< the next read after it
+  };
+  std::vector<Forced> forced;
+  // What the forced re-creations cost at least at a weight lambda (mu = 0): each paged, its
+  // transfers' energy and, at the share 1 - lambda, what the stages of its windows cannot
+  // hide (as for the knapsack's options below), or recomputed.
+  auto certain_at = [&](double lambda) {
+    double sum_j = 0;
+    for (const Forced& f : forced) {
+      const auto& node = graph.nodes[f.node];
+      double way_j = allowed.recompute ? recompute_j(f.node, lambda) : kNever;
+      if (page_j[f.node] < kNever && (lambda == 1 || f.node + 1 <= f.moment - 1)) {
+        double paged_j = page_j[f.node];
+        if (lambda < 1)
+          paged_j += (1 - lambda) * idle_w *
+                     (std::max(0.0, node.pageout_time_s - own_sum_s(f.node + 1, f.moment - 1)) +
+                      std::max(0.0, node.pagein_time_s - longest(f.moment + 1, f.until - 1)));
+        way_j = std::min(way_j, paged_j);
       }
+      sum_j += way_j;
     }
-
-    for (const auto [lambda, mu, deep] : weights) {
-      // Each live output offers ways to free its bytes at a cost: page it (its bytes, the
-      // transfers' energy) or recompute it later. A recomputation needs each dead input
-      // either kept (its bytes back) or had again: paged, or recomputed in turn, which needs
-      // that one's dead inputs, and so on up the graph. A dead output reached by several
-      // paths is charged a share 1 / paths on each, so that keeping or re-creating it is
-      // never charged more than once. The cheapest cost of freeing b bytes of one output is
-      // the lower convex hull of those options; a fractional knapsack over all hull segments
-      // bounds the total.
-      if (allowed.recompute) {
-        for (int d = 0; d < t; ++d) {
-          if ((deep ? paths[d] : sharers[d]) == 0) continue;
-          const double share = 1.0 / (deep ? paths[d] : sharers[d]);
-          const auto& node = graph.nodes[d];
-          options.clear();
-          options.push_back({-static_cast<double>(node.output_bytes) * share, 0.0});
-          if (page_j[d] < kNever) options.push_back({0.0, (page_j[d] + mu * idle_w * node.pageout_time_s) * share});
-          parts.clear();
-          if (deep)
-            for (int k : inputs[d])
-              if (group[k] == kDead) parts.push_back(&dead_chain[k]);
-          minkowski_sum({0.0, recompute_j(d, lambda) * share}, parts, scratch, options);
-          lower_chain(options, dead_chain[d]);
-          coarsen(dead_chain[d]);
-        }
+    return sum_j;
+  };
+  // The largest extra energy over the moments and `worst_extra_j`, each weight of `weights` in
+  // turn; with `with_forced`, those with mu = 0 (mu prices page-outs before the moment, and a
+  // forced one may come after it), each moment's knapsack plus certain_at() with the forced
+  // absences free. Records the forced absences when asked.
+  auto scan = [&](bool with_forced, bool find_forced, double worst_extra_j) {
+    for (int t = 0; t < n; ++t) {
+      std::fill(group.begin(), group.begin() + t + 1, kDead);
+      group[t] = kNeeded;
+      uint64_t needed_bytes = graph.nodes[t].output_bytes;
+      for (int i : inputs[t]) {
+        group[i] = kNeeded;
+        needed_bytes += graph.nodes[i].output_bytes;
       }
-      knapsack.clear();
+      uint64_t live_bytes = 0;
       for (int i = 0; i < t; ++i) {
-        if (group[i] != kLive) continue;
-        const auto& node = graph.nodes[i];
-        const double bytes = static_cast<double>(node.output_bytes);
-        options.clear();
-        if (page_j[i] < kNever) {
-          double cost_j = page_j[i] + mu * idle_w * node.pageout_time_s;
-          if (lambda < 1) {
-            // Under kTotal the page-out runs in stages from i + 1 to t - 1 (a tensor being
-            // paged out stays all stage), and the page-in in a stage from t + 1 to its last
-            // use's (or late, hidden by nothing).
-            if (t - 1 < i + 1) cost_j = kNever;
-            const double hidden_out_s = own_sum_s(i + 1, t - 1);
-            const double hidden_in_s = longest(t + 1, last_use[i] - 1);
-            cost_j += (1 - lambda) * idle_w *
-                      (std::max(0.0, node.pageout_time_s - hidden_out_s) +
-                       std::max(0.0, node.pagein_time_s - hidden_in_s));
-          }
-          if (cost_j < kNever) options.push_back({bytes, cost_j});
-        }
-        if (allowed.recompute) {
-          parts.clear();
-          for (int j : inputs[i])
-            if (group[j] == kDead) parts.push_back(&dead_chain[j]);
-          minkowski_sum({bytes, recompute_j(i, lambda)}, parts, scratch, options);
-        }
-        const std::size_t hull_from = knapsack.hull.size();
-        append_hull_segments(options, knapsack.hull);
-        knapsack.add(options, hull_from, !allowed.recompute || parts.empty());
+        if (group[i] == kNeeded || last_use[i] <= t) continue;
+        group[i] = kLive;
+        live_bytes += graph.nodes[i].output_bytes;
       }
+      if (needed_bytes + live_bytes <= budget_bytes) continue;
+      // The working set alone over the budget means no schedule exists; the caller reports
+      // that separately, so the bound stays finite.
+      if (needed_bytes > budget_bytes) continue;
+      for (int d = t - 1; d >= 0; --d) {
+        paths[d] = sharers[d] = 0;
+        if (group[d] != kDead || !allowed.recompute) continue;
+        for (int u : users[d]) {
+          if (u >= t) continue;
+          if (group[u] == kLive) ++sharers[d];
+          paths[d] += group[u] == kLive ? 1.0 : group[u] == kDead ? paths[u] : 0.0;
+        }
+      }
+
       const double shortfall = static_cast<double>(needed_bytes + live_bytes - budget_bytes);
-      const double hidden_j = mu * idle_w * own_sum_s(1, t - 1);
-      const double least_j = knapsack.least_j(shortfall, worst_extra_j + hidden_j);
-      // Bytes left over when every option is used: no schedule exists (reported elsewhere),
-      // or, at lambda < 1, paging is impossible here, which lambda = 1 does not assume.
-      if (least_j < kNever) worst_extra_j = std::max(worst_extra_j, least_j - hidden_j);
+      if (find_forced) {
+        for (int j = 0; j < t; ++j) {
+          if (group[j] != kLive) continue;
+          const double others = static_cast<double>(live_bytes - graph.nodes[j].output_bytes);
+          if (others >= shortfall) continue;
+          int after = j, until = last_use[j];
+          for (int u : users[j]) {
+            if (u < t) after = std::max(after, u);
+            if (u > t) until = std::min(until, u);
+          }
+          if (page_j[j] >= kNever && !allowed.recompute) continue;
+          if (std::none_of(forced.begin(), forced.end(), [&](const Forced& f) { return f.node == j && f.until == until; }))
+            forced.push_back({j, t, after, until});
+        }
+      }
+      for (const auto [lambda, mu, deep] : weights) {
+        if (with_forced && mu != 0.0) continue;
+      const double certain_j = with_forced ? certain_at(lambda) : 0.0;
+        // Each live output offers ways to free its bytes at a cost: page it (its bytes, the
+        // transfers' energy) or recompute it later. A recomputation needs each dead input
+        // either kept (its bytes back) or had again: paged, or recomputed in turn, which needs
+        // that one's dead inputs, and so on up the graph. A dead output reached by several
+        // paths is charged a share 1 / paths on each, so that keeping or re-creating it is
+        // never charged more than once. The cheapest cost of freeing b bytes of one output is
+        // the lower convex hull of those options; a fractional knapsack over all hull segments
+        // bounds the total.
+        if (allowed.recompute) {
+          for (int d = 0; d < t; ++d) {
+            if ((deep ? paths[d] : sharers[d]) == 0) continue;
+            const double share = 1.0 / (deep ? paths[d] : sharers[d]);
+            const auto& node = graph.nodes[d];
+            options.clear();
+            options.push_back({-static_cast<double>(node.output_bytes) * share, 0.0});
+            if (page_j[d] < kNever) options.push_back({0.0, (page_j[d] + mu * idle_w * node.pageout_time_s) * share});
+            parts.clear();
+            if (deep)
+              for (int k : inputs[d])
+                if (group[k] == kDead) parts.push_back(&dead_chain[k]);
+            minkowski_sum({0.0, recompute_j(d, lambda) * share}, parts, scratch, options);
+            lower_chain(options, dead_chain[d]);
+            coarsen(dead_chain[d]);
+          }
+        }
+        knapsack.clear();
+        for (int i = 0; i < t; ++i) {
+          if (group[i] != kLive) continue;
+          const auto& node = graph.nodes[i];
+          const double bytes = static_cast<double>(node.output_bytes);
+          options.clear();
+          if (with_forced && std::any_of(forced.begin(), forced.end(), [&](const Forced& f) {
+                return f.node == i && f.after < t && t < f.until;
+              }))
+            options.push_back({bytes, 0.0});
+          if (page_j[i] < kNever) {
+            double cost_j = page_j[i] + mu * idle_w * node.pageout_time_s;
+            if (lambda < 1) {
+              // Under kTotal the page-out runs in stages from i + 1 to t - 1 (a tensor being
+              // paged out stays all stage), and the page-in in a stage from t + 1 to its last
+              // use's (or late, hidden by nothing).
+              if (t - 1 < i + 1) cost_j = kNever;
+              const double hidden_out_s = own_sum_s(i + 1, t - 1);
+              const double hidden_in_s = longest(t + 1, last_use[i] - 1);
+              cost_j += (1 - lambda) * idle_w *
+                        (std::max(0.0, node.pageout_time_s - hidden_out_s) +
+                         std::max(0.0, node.pagein_time_s - hidden_in_s));
+            }
+            if (cost_j < kNever) options.push_back({bytes, cost_j});
+          }
+          if (allowed.recompute) {
+            parts.clear();
+            for (int j : inputs[i])
+              if (group[j] == kDead) parts.push_back(&dead_chain[j]);
+            minkowski_sum({bytes, recompute_j(i, lambda)}, parts, scratch, options);
+          }
+          const std::size_t hull_from = knapsack.hull.size();
+          append_hull_segments(options, knapsack.hull);
+          knapsack.add(options, hull_from, !allowed.recompute || parts.empty());
+        }
+        const double hidden_j = mu * idle_w * own_sum_s(1, t - 1);
+        const double least_j = knapsack.least_j(shortfall, worst_extra_j + hidden_j - certain_j);
+        // Bytes left over when every option is used: no schedule exists (reported elsewhere),
+        // or, at lambda < 1, paging is impossible here, which lambda = 1 does not assume.
+        if (least_j < kNever) worst_extra_j = std::max(worst_extra_j, certain_j + least_j - hidden_j);
+      }
     }
-  }
+    return worst_extra_j;
+  };
+  double worst_extra_j = scan(false, allowed.recompute || allowed.paging, 0.0);
+  // Starting from what the first scan found, a moment's knapsack is bounded both ways only
+  // where that could raise the answer.
+  if (!forced.empty()) worst_extra_j = scan(true, false, worst_extra_j);
   return one_pass_j + worst_extra_j;
 }
 

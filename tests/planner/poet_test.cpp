@@ -274,7 +274,7 @@ TEST(PoetMilp, StoreAllIsReturnedWithoutASolverWhenItFits) {
 TEST(PoetMilp, ReportsTheModelSize) {
   // A graph and budget where the memory bound does not prove the greedy plan optimal, so a
   // model is built.
-  const auto g = build_training_graph(random_forward(4, 2, false), LinearCosts());
+  const auto g = build_training_graph(random_forward(4, 8, false), LinearCosts());
   auto solver = make_cbc_solver();
   const uint64_t lo = g.min_working_set_bytes();
   const uint64_t budget = lo + (g.store_all_peak_bytes() - lo) / 4;
@@ -361,7 +361,7 @@ class CrashingSolver : public MilpSolver {
 };
 
 TEST(PoetMilp, ProgressNamesEachPhaseInOrderWithTheBestPlanAndBoundKnown) {
-  const auto g = build_training_graph(random_forward(8, 2, true), LinearCosts());
+  const auto g = build_training_graph(random_forward(6, 8, false), LinearCosts());
   const uint64_t lo = g.min_working_set_bytes();
   PlanRequest req = request(lo + (g.store_all_peak_bytes() - lo) / 4, std::numeric_limits<double>::infinity());
   req.relative_gap = 1e-9;  // the greedy plan alone does not prove this: every phase runs
@@ -390,7 +390,7 @@ TEST(PoetMilp, ProgressNamesEachPhaseInOrderWithTheBestPlanAndBoundKnown) {
 TEST(PoetMilp, ASolverCrashKeepsTheGreedyScheduleAndSaysSo) {
   // A graph and budget where the memory bound does not prove the greedy plan optimal, so
   // the solver is called.
-  const auto g = build_training_graph(random_forward(8, 2, true), LinearCosts());
+  const auto g = build_training_graph(random_forward(6, 8, false), LinearCosts());
   const uint64_t lo = g.min_working_set_bytes();
   PlanRequest req = request(lo + (g.store_all_peak_bytes() - lo) / 4,
                             std::numeric_limits<double>::infinity());
