@@ -15,10 +15,12 @@
 
 #include "common/error.h"
 #include "planner/baselines.h"
+#include "planner/bounds.h"
 #include "planner/milp.h"
 #include "planner/onnx_import.h"
 #include "planner/planners.h"
 #include "planner/schedule.h"
+#include "planner/zoo.h"
 #include "tests/support/test_graphs.h"
 
 namespace ergon::planner {
@@ -152,6 +154,26 @@ TEST(OnnxCorpusImport, WeightsAsInputsGiveTheSameGraphAsWeightsInTheFile) {
       EXPECT_EQ(a.ops[i].inputs, b.ops[i].inputs) << inputs << " op " << i;
     }
   }
+}
+
+// The memory bound's ResNet-18 figures (docs/planner.md) come from the zoo's graph; PyTorch's
+// own export of torchvision's ResNet-18 has the same bound to the joule, at half of store-all
+// where the stem's convolution output is certain to be away during its backward pass and at
+// 30 %, under both objectives.
+TEST(OnnxCorpusImport, TorchvisionsResnet18HasTheZoosMemoryBound) {
+  const TrainingGraph exported = build_training_graph(import_onnx(corpus_dir() / "resnet18_stripped.onnx"),
+                                                      testing::CostsWithIdle());
+  const TrainingGraph zoo = build_training_graph(zoo_model("resnet18", 1), testing::CostsWithIdle());
+  ASSERT_EQ(exported.size(), zoo.size());
+  ASSERT_EQ(exported.store_all_peak_bytes(), zoo.store_all_peak_bytes());
+  for (const uint64_t percent : {50U, 30U})
+    for (const Objective objective : {Objective::kPoet, Objective::kTotal}) {
+      const uint64_t budget = zoo.store_all_peak_bytes() * percent / 100;
+      const double zoo_j = memory_lower_bound_j(zoo, budget, objective);
+      EXPECT_GT(zoo_j, zoo.single_pass_energy_j());
+      EXPECT_NEAR(memory_lower_bound_j(exported, budget, objective), zoo_j, zoo_j * 1e-12)
+          << percent << " %, " << (objective == Objective::kPoet ? "poet" : "total");
+    }
 }
 
 TEST(OnnxCorpusImport, AnInputAddedLikeDataIsRefusedNamingTheCandidates) {
