@@ -470,7 +470,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
       }
       for (const auto [lambda, mu, deep] : weights) {
         if (with_forced && mu != 0.0) continue;
-      const double certain_j = with_forced ? certain_at(lambda) : 0.0;
+        const double certain_j = with_forced ? certain_at(lambda) : 0.0;
         // Each live output offers ways to free its bytes at a cost: page it (its bytes, the
         // transfers' energy) or recompute it later. A recomputation needs each dead input
         // either kept (its bytes back) or had again: paged, or recomputed in turn, which needs
