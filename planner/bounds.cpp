@@ -381,6 +381,23 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   Knapsack knapsack;
   std::vector<Segment> scratch;
   std::vector<Point> options;
+  // What paging output i out before moment t and back in before its read `read_by` costs
+  // at least at weights lambda and mu (kNever where paging is not allowed). Under kTotal the
+  // page-out runs in stages from i + 1 to t - 1 (a tensor being paged out stays all stage),
+  // and the page-in in a stage from t + 1 to read_by - 1 (or late, hidden by nothing); at the
+  // share 1 - lambda what those stages' own nodes cannot hide is charged.
+  auto paged_j = [&](int i, int t, int read_by, double lambda, double mu) {
+    if (page_j[i] >= kNever) return kNever;
+    const auto& node = graph.nodes[i];
+    double cost_j = page_j[i] + mu * idle_w * node.pageout_time_s;
+    if (lambda < 1) {
+      if (t - 1 < i + 1) return kNever;
+      cost_j += (1 - lambda) * idle_w *
+                (std::max(0.0, node.pageout_time_s - own_sum_s(i + 1, t - 1)) +
+                 std::max(0.0, node.pagein_time_s - longest(t + 1, read_by - 1)));
+    }
+    return cost_j;
+  };
   // A tensor may be certain to be away at a moment: the other live outputs there are fewer
   // bytes than the shortfall. It is then re-created once after that moment, before its next
   // read (`until`), whatever else the schedule does, at no less than its cheapest way alone
@@ -399,23 +416,13 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
     int until = 0;  ///< the next read after it
   };
   std::vector<Forced> forced;
-  // What the forced re-creations cost at least at a weight lambda (mu = 0): each paged, its
-  // transfers' energy and, at the share 1 - lambda, what the stages of its windows cannot
-  // hide (as for the knapsack's options below), or recomputed.
+  // What the forced re-creations cost at least at a weight lambda (mu = 0): each paged
+  // (paged_j) or recomputed.
   auto certain_at = [&](double lambda) {
     double sum_j = 0;
     for (const Forced& f : forced) {
-      const auto& node = graph.nodes[f.node];
-      double way_j = allowed.recompute ? recompute_j(f.node, lambda) : kNever;
-      if (page_j[f.node] < kNever && (lambda == 1 || f.node + 1 <= f.moment - 1)) {
-        double paged_j = page_j[f.node];
-        if (lambda < 1)
-          paged_j += (1 - lambda) * idle_w *
-                     (std::max(0.0, node.pageout_time_s - own_sum_s(f.node + 1, f.moment - 1)) +
-                      std::max(0.0, node.pagein_time_s - longest(f.moment + 1, f.until - 1)));
-        way_j = std::min(way_j, paged_j);
-      }
-      sum_j += way_j;
+      const double recomputed_j = allowed.recompute ? recompute_j(f.node, lambda) : kNever;
+      sum_j += std::min(recomputed_j, paged_j(f.node, f.moment, f.until, lambda, 0.0));
     }
     return sum_j;
   };
@@ -506,21 +513,8 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
                 return f.node == i && f.after < t && t < f.until;
               }))
             options.push_back({bytes, 0.0});
-          if (page_j[i] < kNever) {
-            double cost_j = page_j[i] + mu * idle_w * node.pageout_time_s;
-            if (lambda < 1) {
-              // Under kTotal the page-out runs in stages from i + 1 to t - 1 (a tensor being
-              // paged out stays all stage), and the page-in in a stage from t + 1 to its last
-              // use's (or late, hidden by nothing).
-              if (t - 1 < i + 1) cost_j = kNever;
-              const double hidden_out_s = own_sum_s(i + 1, t - 1);
-              const double hidden_in_s = longest(t + 1, last_use[i] - 1);
-              cost_j += (1 - lambda) * idle_w *
-                        (std::max(0.0, node.pageout_time_s - hidden_out_s) +
-                         std::max(0.0, node.pagein_time_s - hidden_in_s));
-            }
-            if (cost_j < kNever) options.push_back({bytes, cost_j});
-          }
+          if (const double cost_j = paged_j(i, t, last_use[i], lambda, mu); cost_j < kNever)
+            options.push_back({bytes, cost_j});
           if (allowed.recompute) {
             parts.clear();
             for (int j : inputs[i])
