@@ -462,4 +462,3 @@ TEST(StagePlanCheck, NamesTheRuleABrokenPlanBreaks) {
 
 }  // namespace
 }  // namespace ergon::planner
-

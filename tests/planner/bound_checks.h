@@ -1,0 +1,47 @@
+#pragma once
+
+// Checks the memory bound against the exhaustive optimum (brute_force.h), shared by the fast
+// and the slow planner tests.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "brute_force.h"
+#include "planner/bounds.h"
+#include "planner/graph.h"
+#include "tests/support/test_graphs.h"
+
+namespace ergon::planner::testing {
+
+// Checks the bound against the exhaustive optimum on each seed's graph under both objectives,
+// at 7 budgets from the least working set to store-all; returns how many cases it binds
+// (says more than one pass does).
+template <class Forward>
+int bound_cases_below_exhaustive_optimum(uint32_t seeds, const Forward& forward_of_seed) {
+  int binding = 0;
+  for (uint32_t seed = 1; seed <= seeds; ++seed) {
+    for (Objective objective : {Objective::kPoet, Objective::kTotal}) {
+      const ForwardGraph forward = forward_of_seed(seed);
+      const auto g = objective == Objective::kPoet ? build_training_graph(forward, LinearCosts())
+                                                   : build_training_graph(forward, CostsWithIdle());
+      const uint64_t lo = g.min_working_set_bytes();
+      const uint64_t hi = g.store_all_peak_bytes();
+      for (int step = 0; step <= 6; ++step) {
+        const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 6;
+        const double truth = BruteForce(g, budget, std::numeric_limits<double>::infinity(), objective).min_energy();
+        if (std::isinf(truth)) continue;
+        const double bound = memory_lower_bound_j(g, budget, objective);
+        SCOPED_TRACE("seed " + std::to_string(seed) + " budget " + std::to_string(budget));
+        EXPECT_LE(bound, truth * (1 + 1e-9));
+        if (bound > g.single_pass_energy_j() * (1 + 1e-6)) ++binding;
+      }
+    }
+  }
+  return binding;
+}
+
+}  // namespace ergon::planner::testing
