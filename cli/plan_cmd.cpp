@@ -4,8 +4,13 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -27,26 +32,76 @@ void write_schedule(const std::vector<uint8_t>& encoded, const std::string& path
 
 namespace {
 
-/// The solver's incumbent and bound on one terminal line while it runs, and the mode being
-/// planned (--power-mode auto).
-app::PlanProgress terminal_progress(const char* unit) {
-  app::PlanProgress p;
-  p.on_mode = [](const std::string& mode, std::size_t n, std::size_t total) {
-    std::cerr << "\r" << std::string(120, ' ') << "\r"
-              << fmt::format("planning in mode {} ({} of {})\n", mode, n, total);
-  };
-  p.on_solve = [unit](const planner::SolveProgress& s) {
+/// The phase, the best plan and the bound on one terminal line while planning runs: drawn as
+/// each report comes (at most five times a second: a small graph's search improves hundreds
+/// of times a second), and about once a second between reports, the elapsed time moving on
+/// through phases that report nothing for a while (CBC's preprocessing, an LP relaxation).
+/// The mode being planned (--power-mode auto) gets a line of its own.
+class PlanProgressLine {
+ public:
+  explicit PlanProgressLine(const char* unit)
+      : unit_(unit), ticker_([this](const std::stop_token& stop) { tick(stop); }) {}
+  PlanProgressLine(const PlanProgressLine&) = delete;
+  PlanProgressLine& operator=(const PlanProgressLine&) = delete;
+  ~PlanProgressLine() {
+    ticker_.request_stop();
+    ticker_.join();
+    const std::scoped_lock lock(mutex_);
+    if (last_) std::cerr << "\r\033[K" << std::flush;
+  }
+
+  app::PlanProgress callbacks() {
+    app::PlanProgress p;
+    p.on_mode = [this](const std::string& mode, std::size_t n, std::size_t total) {
+      const std::scoped_lock lock(mutex_);
+      std::cerr << "\r\033[K" << fmt::format("planning in mode {} ({} of {})\n", mode, n, total) << std::flush;
+      last_.reset();
+    };
+    p.on_solve = [this](const planner::SolveProgress& s) {
+      const std::scoped_lock lock(mutex_);
+      const auto now = Clock::now();
+      const bool new_phase = !last_ || last_->phase != s.phase;
+      last_ = s;
+      last_at_ = now;
+      if (new_phase || now - drawn_at_ >= std::chrono::milliseconds(200)) draw(s.elapsed_s, now);
+    };
+    return p;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void tick(const std::stop_token& stop) {
+    std::unique_lock lock(mutex_);
+    while (!stop.stop_requested()) {
+      wake_.wait_for(lock, stop, std::chrono::milliseconds(250), [] { return false; });
+      if (stop.stop_requested() || !last_) continue;
+      const auto now = Clock::now();
+      if (now - drawn_at_ < std::chrono::seconds(1)) continue;
+      draw(last_->elapsed_s + std::chrono::duration<double>(now - last_at_).count(), now);
+    }
+  }
+
+  /// With mutex_ held.
+  void draw(double elapsed_s, Clock::time_point now) {
+    const planner::SolveProgress& s = *last_;
     const std::string gap = s.incumbent && s.bound && *s.incumbent > 0
                                 ? fmt::format("{:.2f} %", 100 * std::max(0.0, 1 - *s.bound / *s.incumbent))
                                 : "-";
-    std::cerr << fmt::format("\r  {:5.1f} s  {:<42} best {:>12}  bound {:>12}  gap {:>8}", s.elapsed_s, s.phase,
-                             s.incumbent ? fmt::format("{:.6g} {}", *s.incumbent, unit) : "-",
-                             s.bound ? fmt::format("{:.6g} {}", *s.bound, unit) : "-", gap)
+    std::cerr << fmt::format("\r\033[K  {:5.1f} s  {:<42} best {:>12}  bound {:>12}  gap {:>8}", elapsed_s, s.phase,
+                             s.incumbent ? fmt::format("{:.6g} {}", *s.incumbent, unit_) : "-",
+                             s.bound ? fmt::format("{:.6g} {}", *s.bound, unit_) : "-", gap)
               << std::flush;
-  };
-  return p;
-}
+    drawn_at_ = now;
+  }
 
+  const char* unit_;
+  std::mutex mutex_;
+  std::condition_variable_any wake_;
+  std::optional<planner::SolveProgress> last_;
+  Clock::time_point last_at_, drawn_at_;
+  std::jthread ticker_;  ///< last: it starts once the rest is ready
+};
 
 /// `ergon plan --json`.
 int print_plan_json(const app::PlanOutcome& o, std::ostream& out) {
@@ -199,8 +254,10 @@ int print_plan_text(const PlanArgs& args, const app::PlanOutcome& o, const PlanO
 
 int run_plan(const PlanArgs& args, const PlanOutput& output, std::ostream& out) {
   const bool tty = !output.json && ::isatty(STDERR_FILENO) == 1;
-  const PlanOutcome o = app::plan(args, tty ? terminal_progress(app::time_objective(args) ? "s" : "J") : app::PlanProgress{});
-  if (tty) std::cerr << "\r" << std::string(120, ' ') << "\r";
+  std::optional<PlanProgressLine> line;
+  if (tty) line.emplace(app::time_objective(args) ? "s" : "J");
+  const PlanOutcome o = app::plan(args, line ? line->callbacks() : app::PlanProgress{});
+  line.reset();  // the progress line is cleared before the answer is printed
   if (o.result.schedule && !output.out.empty()) write_schedule(o.encoded, output.out);
   return output.json ? print_plan_json(o, out) : print_plan_text(args, o, output, out);
 }

@@ -608,10 +608,21 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   const double search_s = graph.size() > kMaxMilpNodes
                               ? std::max(0.2, kSearchShareWithoutMilp * req.time_limit_s - seconds_since(start))
                               : std::clamp(req.time_limit_s / 2, 0.2, 30.0);
+  // Each cheaper plan the search finds, as it finds it: on large graphs the search is the
+  // whole limit, and a terminal showed the same incumbent for all of it.
+  std::function<void(double)> on_better;
+  if (req.progress)
+    on_better = [&](double energy_j) {
+      req.progress({.phase = "greedy search",
+                    .elapsed_s = seconds_since(start),
+                    .incumbent = known_plan_j ? std::min(*known_plan_j, energy_j) : energy_j,
+                    .bound = known_bound_j});
+    };
   std::optional<StagePlan> heuristic = greedy_stage_plan(
       graph, memory_budget(req), req.deadline_s, req.allowed,
       search_s, req.objective, good_enough_j,
-      std::max(1.0, kGreedyGiveUpShare * req.time_limit_s - seconds_since(start)), seeds, req.threads);
+      std::max(1.0, kGreedyGiveUpShare * req.time_limit_s - seconds_since(start)), seeds, req.threads,
+      std::move(on_better));
   if (heuristic) {
     claim(graph, *heuristic, memory_bound_j, req, result);
     known_plan_j = result.objective_j;

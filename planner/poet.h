@@ -37,6 +37,8 @@ struct PlanRequest {
   /// weighs schedules by more than the objective, as a pipeline stage weighs its stash: the
   /// baselines then only seed the search, and stand only where it finds nothing.
   bool baseline_may_answer = true;
+  /// Hears each phase as it starts and the best plan and bound as they improve. The greedy
+  /// search calls it from its second thread too (threads >= 2), never two calls at once.
   std::function<void(const SolveProgress&)> progress;
   std::vector<std::pair<std::string, std::string>> solver_parameters;
 };

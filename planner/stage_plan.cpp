@@ -8,6 +8,9 @@
 #include <climits>
 #include <exception>
 #include <iterator>
+#include <limits>
+#include <memory>
+#include <mutex>
 #include <queue>
 #include <thread>
 #include <unordered_map>
@@ -416,11 +419,40 @@ struct State {
   double excess = 0;  ///< sum over stages of bytes above the budget
 };
 
+/// Tells the caller of each cheaper plan the search finds, whichever of its threads finds it:
+/// one call at a time, each cheaper than the last, and at most one every kBetterEvery_s
+/// (a small graph's search finds hundreds a second; the caller gets the final plan anyway).
+class BetterPlans {
+ public:
+  explicit BetterPlans(std::function<void(double)> on_better) : on_better_(std::move(on_better)) {}
+  void found(double energy_j) {
+    if (!on_better_) return;
+    const std::scoped_lock lock(mutex_);
+    if (!(energy_j < best_j_)) return;
+    best_j_ = energy_j;
+    const auto now = std::chrono::steady_clock::now();
+    if (told_ && now - told_at_ < std::chrono::duration<double>(kBetterEvery_s)) return;
+    told_ = true;
+    told_at_ = now;
+    on_better_(energy_j);
+  }
+
+ private:
+  static constexpr double kBetterEvery_s = 0.1;
+  std::function<void(double)> on_better_;
+  std::mutex mutex_;
+  double best_j_ = std::numeric_limits<double>::infinity();
+  bool told_ = false;
+  std::chrono::steady_clock::time_point told_at_;
+};
+
 class Greedy {
  public:
   Greedy(const TrainingGraph& g, MemoryBudget budget, double deadline_s, AllowedMoves allowed,
-         double search_time_s, Objective objective, double good_enough_j, double give_up_s)
-      : g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget.bytes),
+         double search_time_s, Objective objective, double good_enough_j, double give_up_s,
+         std::function<void(double)> on_better = {})
+      : better_(std::make_shared<BetterPlans>(std::move(on_better))),
+        g_(g), n_(g.size()), inputs_(g.inputs()), users_(g.users()), budget_(budget.bytes),
         stash_budget_(budget.stash_bytes), deadline_(deadline_s), objective_(objective), good_enough_j_(good_enough_j),
         allowed_(allowed), late_from_(g.backward_phase_start()), stop_at_(after(search_time_s)),
         give_up_at_(after(give_up_s)) {
@@ -951,6 +983,7 @@ class Greedy {
   /// without them; a search from the start with them ends elsewhere, as often worse as
   /// better (docs/performance.md, fifteenth increment).
   void improve(State& s) const {
+    better_->found(s.costs.energy_j);
     search_locally(s);
     if (!allowed_.recompute || std::chrono::steady_clock::now() >= stop_at_) return;
     early_moves_ = true;
@@ -987,6 +1020,7 @@ class Greedy {
           later.pop_back();
           if (better(next, alt == kCarry)) {
             recycle(std::exchange(s, std::move(next)));
+            better_->found(s.costs.energy_j);
             improved = true;
             break;
           }
@@ -996,6 +1030,7 @@ class Greedy {
         for (State& k : later) {
           if (!improved && better(k, true)) {
             recycle(std::exchange(s, std::move(k)));
+            better_->found(s.costs.energy_j);
             improved = true;
           } else {
             recycle(std::move(k));
@@ -1272,6 +1307,8 @@ class Greedy {
     return all;
   }
 
+  /// Shared by the copy that searches on a second thread (run_both_at_once()).
+  std::shared_ptr<BetterPlans> better_;
   const TrainingGraph& g_;
   int n_;
   std::vector<std::vector<int>> inputs_, users_;
@@ -1299,10 +1336,11 @@ std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, MemoryBud
                                            double deadline_s, AllowedMoves allowed,
                                            double search_time_s, Objective objective,
                                            double good_enough_j, double give_up_s,
-                                           const std::vector<Schedule>& seeds, int threads) {
+                                           const std::vector<Schedule>& seeds, int threads,
+                                           std::function<void(double)> on_better) {
   if (graph.size() == 0) return std::nullopt;
   std::optional<StagePlan> plan = Greedy(graph, budget, deadline_s, allowed, search_time_s,
-                                         objective, good_enough_j, give_up_s)
+                                         objective, good_enough_j, give_up_s, std::move(on_better))
                                        .run(seeds, threads);
   assert(!plan || check_stage_plan(graph, *plan).empty());
   return plan;

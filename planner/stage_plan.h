@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -259,12 +260,17 @@ struct MemoryBudget {
 /// With `threads` >= 2 two searches run at once on two threads: under Objective::kTotal with
 /// paging its two ways of placing page-outs, otherwise its two starts (the cheapest seed's
 /// and its own).
+///
+/// `on_better`, where given, hears the energy of each cheaper plan as the search finds it
+/// (a start, then each change the local search keeps), for progress: from either thread,
+/// one call at a time, at most ten a second.
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, MemoryBudget budget,
                                            double deadline_s, AllowedMoves allowed = {},
                                            double search_time_s = 5,
                                            Objective objective = Objective::kPoet,
                                            double good_enough_j = 0,
                                            double give_up_s = std::numeric_limits<double>::infinity(),
-                                           const std::vector<Schedule>& seeds = {}, int threads = 1);
+                                           const std::vector<Schedule>& seeds = {}, int threads = 1,
+                                           std::function<void(double)> on_better = {});
 
 }  // namespace ergon::planner

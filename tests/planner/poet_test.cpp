@@ -3,12 +3,15 @@
 #include <algorithm>
 
 #include <cmath>
+#include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <vector>
 
 #include "brute_force.h"
 #include "planner/bounds.h"
 #include "planner/graph.h"
+#include "planner/graph_json.h"
 #include "planner/milp.h"
 #include "planner/poet.h"
 #include "planner/schedule.h"
@@ -385,6 +388,33 @@ TEST(PoetMilp, ProgressNamesEachPhaseInOrderWithTheBestPlanAndBoundKnown) {
     EXPECT_FALSE(seen[k].phase.empty());
     EXPECT_GE(seen[k].elapsed_s, seen[k - 1].elapsed_s);
   }
+}
+
+// On a terminal the best plan moves on while the greedy search runs, not only between phases.
+TEST(PoetMilp, ProgressShowsTheGreedySearchsCheaperPlansAsItFindsThem) {
+  const TrainingGraph g =
+      read_graph_json(std::filesystem::path(ERGON_TEST_DATA_DIR) / "graphs" / "resnet18_cifar_pi4.json");
+  PlanRequest req = request(g.store_all_peak_bytes() * 30 / 100, std::numeric_limits<double>::infinity());
+  req.objective = Objective::kTotal;
+  req.activations_only = true;
+  req.time_limit_s = 3;
+  req.threads = 2;
+  std::vector<SolveProgress> greedy;
+  req.progress = [&](const SolveProgress& p) {
+    if (p.phase == "greedy search") greedy.push_back(p);
+  };
+  auto solver = make_cbc_solver();
+  const auto r = plan_poet(g, req, *solver);
+  ASSERT_TRUE(r.schedule);
+  ASSERT_GE(greedy.size(), 3U) << "the phase's start, then the search's cheaper plans";
+  for (const SolveProgress& p : greedy) ASSERT_TRUE(p.incumbent && p.bound);
+  for (std::size_t k = 1; k < greedy.size(); ++k) {
+    EXPECT_LE(*greedy[k].incumbent, *greedy[k - 1].incumbent);
+    EXPECT_GE(greedy[k].elapsed_s, greedy[k - 1].elapsed_s);
+    EXPECT_LE(*greedy[k].bound, *greedy[k].incumbent);
+  }
+  EXPECT_LT(*greedy.back().incumbent, *greedy[1].incumbent);
+  EXPECT_LE(r.objective_j, *greedy.back().incumbent * (1 + 1e-9));
 }
 
 TEST(PoetMilp, ASolverCrashKeepsTheGreedyScheduleAndSaysSo) {

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "brute_force.h"
 #include "planner/baselines.h"
@@ -458,6 +460,30 @@ TEST(StagePlanCheck, NamesTheRuleABrokenPlanBreaks) {
   auto unstored = plan;
   unstored.page_in[2][0] = 1;
   EXPECT_NE(check_stage_plan(g, unstored).find("not on storage"), std::string::npos);
+}
+
+// Progress: on a large graph the search is the whole time limit, and a terminal showed the
+// first plan's energy all along. Each cheaper plan is told as it is found, from either of
+// the two searches' threads, never two calls at once.
+TEST(GreedyStagePlan, TellsEachCheaperPlanAsItIsFoundOneCallAtATime) {
+  const TrainingGraph g =
+      read_graph_json(std::filesystem::path(ERGON_TEST_DATA_DIR) / "graphs" / "resnet18_cifar_pi4.json");
+  const uint64_t budget = g.store_all_peak_bytes() * 30 / 100;
+  std::vector<double> told;
+  std::atomic<int> inside{0};
+  bool overlapped = false;
+  const auto plan = greedy_stage_plan(g, budget, std::numeric_limits<double>::infinity(), {}, 1.0, Objective::kTotal,
+                                      0, std::numeric_limits<double>::infinity(), {}, 2, [&](double energy_j) {
+                                        if (inside++ > 0) overlapped = true;
+                                        told.push_back(energy_j);
+                                        --inside;
+                                      });
+  ASSERT_TRUE(plan);
+  EXPECT_FALSE(overlapped);
+  ASSERT_GE(told.size(), 2U) << "the local search improves on its start here";
+  for (std::size_t k = 1; k < told.size(); ++k) EXPECT_LT(told[k], told[k - 1]);
+  // The plan returned is the cheapest found: no cheaper than the last told (which may lag it).
+  EXPECT_LE(evaluate_stage_plan(g, *plan, Objective::kTotal).energy_j, told.back() * (1 + 1e-12));
 }
 
 }  // namespace
