@@ -352,7 +352,10 @@ PlanOutcome plan_every_mode(const PlanArgs& args, const PlanProgress& progress) 
 
   std::optional<PlanOutcome> best;
   std::optional<double> best_j;
+  std::size_t best_k = 0;
+  double best_limit_s = 0;  // the time limit the chosen mode was planned with
   std::vector<PlanOutcome::ModeTried> tried(candidates.size());
+  auto elapsed_s = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   for (std::size_t n = 0; n < order.size(); ++n) {
     const std::size_t k = order[n];
     const std::string& mode = candidates[k];
@@ -366,7 +369,7 @@ PlanOutcome plan_every_mode(const PlanArgs& args, const PlanProgress& progress) 
     if (progress.on_mode) progress.on_mode(mode, n + 1, candidates.size());
     a.power_mode = mode;
     // The limit is the whole command's: each mode left gets an equal share of what remains.
-    const double left_s = args.time_limit_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double left_s = args.time_limit_s - elapsed_s();
     a.time_limit_s = std::max(0.5, left_s / static_cast<double>(order.size() - n));
     PlanOutcome o = plan(a, progress);
     PlanOutcome::ModeTried t{mode, std::nullopt, std::nullopt, o.result.why};
@@ -376,9 +379,33 @@ PlanOutcome plan_every_mode(const PlanArgs& args, const PlanProgress& progress) 
       if (!best_j || *t.energy_j < *best_j) {
         best_j = t.energy_j;
         best = std::move(o);
+        best_k = k;
+        best_limit_s = a.time_limit_s;
       }
     }
     tried[k] = std::move(t);
+  }
+  // The modes not planned (one pass in them alone cost more than the plan chosen) leave their
+  // shares of the limit unused: the chosen mode is planned again with all of the time left,
+  // where that is well more than it had and its plan is not proven, and the cheaper plan
+  // stands. ResNet-18 CIFAR at 30 % of a Pi 4 with 6 s: full speed, the first of nine, got
+  // 0.67 s (a 5.6 % gap) and the eight others were then skipped.
+  const double left_s = args.time_limit_s - elapsed_s();
+  if (best && best->result.status == planner::ModelStatus::kFeasible && left_s >= 1.0 && left_s > 2 * best_limit_s) {
+    if (progress.on_mode_again) progress.on_mode_again(best->power_mode, left_s);
+    a.power_mode = best->power_mode;
+    a.time_limit_s = left_s;
+    PlanOutcome o = plan(a, progress);
+    if (o.sim) {
+      const double energy_j = planner::objective_energy_j(*o.sim, o.request.objective) + o.switch_energy_j;
+      if (energy_j < *best_j) {
+        tried[best_k].energy_j = energy_j;
+        tried[best_k].time_s = planner::deadline_time_s(*o.sim, o.request.objective) + o.switch_time_s;
+        best_j = energy_j;
+        best = std::move(o);
+      }
+    }
+    best->again_s = left_s;
   }
   if (!best) {
     std::string why;

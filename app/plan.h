@@ -164,6 +164,9 @@ struct PlanOutcome {
   };
   std::vector<ModeTried> modes;
   std::string power_mode;
+  /// With auto: the time limit the chosen mode was planned again with, where the modes not
+  /// planned left well more than its share (0 when it was not); the cheaper plan stands.
+  double again_s = 0;
   /// Per-phase modes: the two switches an iteration takes (the board idling meanwhile),
   /// beyond what the simulator's replay counts; the deadline the planner saw was shortened
   /// by their time.
@@ -177,6 +180,8 @@ struct PlanOutcome {
 /// it (name, its number, how many), and the solver's incumbent and bound.
 struct PlanProgress {
   std::function<void(const std::string& mode, std::size_t n, std::size_t total)> on_mode;
+  /// The mode chosen planned again with the time the modes not planned left (seconds).
+  std::function<void(const std::string& mode, double time_limit_s)> on_mode_again;
   std::function<void(const planner::SolveProgress&)> on_solve;
 };
 

@@ -57,6 +57,14 @@ class PlanProgressLine {
       std::cerr << "\r\033[K" << fmt::format("planning in mode {} ({} of {})\n", mode, n, total) << std::flush;
       last_.reset();
     };
+    p.on_mode_again = [this](const std::string& mode, double time_limit_s) {
+      const std::scoped_lock lock(mutex_);
+      std::cerr << "\r\033[K"
+                << fmt::format("planning in mode {} again, with the {:.3g} s the modes not planned left\n", mode,
+                               time_limit_s)
+                << std::flush;
+      last_.reset();
+    };
     p.on_solve = [this](const planner::SolveProgress& s) {
       const std::scoped_lock lock(mutex_);
       const auto now = Clock::now();
@@ -120,6 +128,7 @@ int print_plan_json(const app::PlanOutcome& o, std::ostream& out) {
                             {"time_s", m.time_s ? nlohmann::json(*m.time_s) : nullptr},
                             {"why", m.why}});
     if (!o.per_phase_note.empty()) j["per_phase_note"] = o.per_phase_note;
+    if (o.again_s > 0) j["mode_planned_again_s"] = o.again_s;
   }
   if (o.switch_time_s > 0)
     j["mode_switches"] = {{"count", 2}, {"time_s", o.switch_time_s}, {"energy_j", o.switch_energy_j}};
@@ -196,6 +205,9 @@ int print_plan_text(const PlanArgs& args, const app::PlanOutcome& o, const PlanO
                          m.energy_j ? fmt::format("{:.6g} J, {:.6g} s", *m.energy_j, *m.time_s)
                                     : m.skipped ? m.why : "no schedule: " + m.why);
     if (!o.per_phase_note.empty()) out << "  " << o.per_phase_note << "\n";
+    if (o.again_s > 0)
+      out << fmt::format("  {} planned again with the {:.3g} s the modes not planned left; its cheaper plan stands\n",
+                         o.power_mode, o.again_s);
   }
   if (o.switch_time_s > 0)
     out << fmt::format("mode switches: 2 per iteration, {:.4g} s and {:.4g} J on top of the figures below "
