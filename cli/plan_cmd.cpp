@@ -8,12 +8,12 @@
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
-#include <mutex>
-#include <optional>
-#include <thread>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
 
 #include "common/error.h"
 #include "common/units.h"

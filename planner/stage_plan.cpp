@@ -420,8 +420,7 @@ struct State {
 };
 
 /// Tells the caller of each cheaper plan the search finds, whichever of its threads finds it:
-/// one call at a time, each cheaper than the last, and at most one every kBetterEvery_s
-/// (a small graph's search finds hundreds a second; the caller gets the final plan anyway).
+/// one call at a time, each cheaper than the last. How often to show them is the caller's.
 class BetterPlans {
  public:
   explicit BetterPlans(std::function<void(double)> on_better) : on_better_(std::move(on_better)) {}
@@ -430,20 +429,13 @@ class BetterPlans {
     const std::scoped_lock lock(mutex_);
     if (!(energy_j < best_j_)) return;
     best_j_ = energy_j;
-    const auto now = std::chrono::steady_clock::now();
-    if (told_ && now - told_at_ < std::chrono::duration<double>(kBetterEvery_s)) return;
-    told_ = true;
-    told_at_ = now;
     on_better_(energy_j);
   }
 
  private:
-  static constexpr double kBetterEvery_s = 0.1;
   std::function<void(double)> on_better_;
   std::mutex mutex_;
   double best_j_ = std::numeric_limits<double>::infinity();
-  bool told_ = false;
-  std::chrono::steady_clock::time_point told_at_;
 };
 
 class Greedy {

@@ -263,7 +263,8 @@ struct MemoryBudget {
 ///
 /// `on_better`, where given, hears the energy of each cheaper plan as the search finds it
 /// (a start, then each change the local search keeps), for progress: from either thread,
-/// one call at a time, at most ten a second.
+/// one call at a time (a small graph's search finds hundreds a second: the caller decides
+/// how often to show them).
 std::optional<StagePlan> greedy_stage_plan(const TrainingGraph& graph, MemoryBudget budget,
                                            double deadline_s, AllowedMoves allowed = {},
                                            double search_time_s = 5,
