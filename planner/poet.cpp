@@ -5,6 +5,7 @@
 
 #include "planner/bounds.h"
 #include "planner/stage_plan.h"
+#include "planner/tail_plan.h"
 
 #include <algorithm>
 #include <cassert>
@@ -474,6 +475,8 @@ constexpr double kGreedyGiveUpShare = 0.8;
 /// stopped; given the rest they improved (docs/performance.md, twelfth increment). On graphs
 /// of 270 to 400 nodes 85 % instead of half changed no plan: their searches end on their own.
 constexpr double kSearchShareWithoutMilp = 0.85;
+/// The share of the limit replan_tail() may take after the greedy search.
+constexpr double kTailShare = 0.1;
 
 /// The schedules of the baselines whose moves POET's contain, each a result of poet's bounded
 /// by `bound_j`: store-all; chen with recomputation; capuchin with what the request allows,
@@ -618,17 +621,35 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
                     .incumbent = known_plan_j ? std::min(*known_plan_j, energy_j) : energy_j,
                     .bound = known_bound_j});
     };
-  std::optional<StagePlan> heuristic = greedy_stage_plan(
-      graph, memory_budget(req), req.deadline_s, req.allowed,
-      search_s, req.objective, good_enough_j,
-      std::max(1.0, kGreedyGiveUpShare * req.time_limit_s - seconds_since(start)), seeds, req.threads,
-      std::move(on_better));
-  if (heuristic) {
+  std::optional<StagePlan> heuristic;
+  // `plan` becomes the plan in hand, claimed against the memory bound: true where that
+  // proves it within the gap, and the search is done.
+  auto adopt = [&](StagePlan plan) {
+    heuristic = std::move(plan);
     claim(graph, *heuristic, memory_bound_j, req, result);
     known_plan_j = result.objective_j;
-    if (result.status == ModelStatus::kOptimal) {
-      result.solve_time_s = seconds_since(start);
-      return result;
+    if (result.status != ModelStatus::kOptimal) return false;
+    result.solve_time_s = seconds_since(start);
+    return true;
+  };
+  if (auto plan = greedy_stage_plan(graph, memory_budget(req), req.deadline_s, req.allowed, search_s, req.objective,
+                                    good_enough_j,
+                                    std::max(1.0, kGreedyGiveUpShare * req.time_limit_s - seconds_since(start)),
+                                    seeds, req.threads, std::move(on_better))) {
+    if (adopt(std::move(*plan))) return result;
+    // The last stages of the backward pass planned again exactly, with a tenth of the limit
+    // (at most 5 s): where a tight budget needs the largest tensors and their gradients
+    // together, the local search leaves pages that holding and recomputing save.
+    const double tail_s = std::min(std::clamp(kTailShare * req.time_limit_s, 0.1, 5.0),
+                                   (1 - kTailShare / 2) * req.time_limit_s - seconds_since(start));
+    if (tail_s > 0) {
+      report("tail of the backward pass");
+      const auto stop_at = std::chrono::steady_clock::now() +
+                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(tail_s));
+      auto better = replan_tail(graph, *heuristic, memory_budget(req), req.deadline_s, req.allowed, req.objective,
+                                stop_at);
+      if (better && adopt(std::move(*better))) return result;
     }
   }
   // No greedy plan in its time (large graphs): the best contained baseline is the incumbent,
@@ -711,13 +732,7 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
       if (heuristic && energy_j >= evaluate_stage_plan(graph, *heuristic, req.objective).energy_j) continue;
       if (fallback && energy_j >= fallback->objective_j) continue;  // the baseline stays ahead
       if (!poet.assignment(*plan, req)) continue;
-      heuristic = std::move(plan);
-      claim(graph, *heuristic, memory_bound_j, req, result);
-      known_plan_j = result.objective_j;
-      if (result.status == ModelStatus::kOptimal) {
-        result.solve_time_s = seconds_since(start);
-        return result;
-      }
+      if (adopt(std::move(*plan))) return result;
     }
   }
 

@@ -1,0 +1,447 @@
+#include "planner/tail_plan.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace ergon::planner {
+namespace {
+
+using Mask = uint64_t;  // one bit per tensor of the tail (TailSearch::tensors_)
+
+constexpr int kFirstTailStages = 8;
+constexpr int kTailStep = 4;
+/// States the search may hold (about 150 bytes each, with their parents): past it, the tail
+/// is too wide for the time a plan has, and the last tail that finished stands.
+constexpr std::size_t kMaxStates = 1'000'000;
+/// The ways of making room the search tries for one action, fewest tensors dropped first: a
+/// stage that holds many small tensors has more minimal sets than any time limit allows.
+constexpr int kMaxDropSets = 32;
+/// How far up the graph the inputs of a recomputation are followed; beyond, the search may
+/// not recompute a tensor whose inputs are not resident.
+constexpr int kInputDepth = 2;
+
+/// A point of the search: in `stage`, before its own node is computed, with `ram` resident,
+/// `paged` already written out once, and `last` the latest node computed in the stage so
+/// far (-1: none yet, page-ins may still come).
+struct Key {
+  int stage = 0;
+  Mask ram = 0, paged = 0;
+  int last = -1;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  std::size_t operator()(const Key& k) const {
+    uint64_t h = k.ram * 0x9E3779B97F4A7C15ULL ^ (k.paged + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
+    h ^= static_cast<uint64_t>(k.stage) * 0x165667B19E3779F9ULL + static_cast<uint64_t>(k.last + 1);
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
+
+enum class Act : char { kCompute, kRecompute, kPageIn };
+
+/// How the search reached a key: from `from` by `act` on `node`.
+struct Parent {
+  Key from;
+  Act act = Act::kCompute;
+  int node = 0;
+};
+
+class TailSearch {
+ public:
+  TailSearch(const TrainingGraph& graph, int from, uint64_t budget_bytes, AllowedMoves allowed,
+             Objective objective)
+      : g_(graph), n_(graph.size()), from_(from), budget_bytes_(static_cast<double>(budget_bytes)),
+        allowed_(allowed), total_(objective == Objective::kTotal) {
+    const auto inputs = graph.inputs();
+    users_ = graph.users();
+    bit_.assign(static_cast<std::size_t>(n_), -1);
+    auto add = [&](int x) {
+      if (bit_[x] >= 0) return;
+      bit_[x] = static_cast<int>(tensors_.size());
+      tensors_.push_back(x);
+    };
+    for (int t = from; t < n_; ++t) add(t);
+    for (int x = 0; x < from; ++x)
+      if (!users_[x].empty() && users_[x].back() >= from) add(x);
+    std::vector<int> reach(tensors_.begin(), tensors_.end());
+    for (int depth = 0; depth < kInputDepth && allowed.recompute; ++depth) {
+      std::vector<int> next;
+      for (int x : reach)
+        if (x < from)
+          for (int y : inputs[x])
+            if (bit_[y] < 0) {
+              add(y);
+              next.push_back(y);
+            }
+      reach = std::move(next);
+    }
+    if (tensors_.size() > 64) return;
+    const int m = size();
+    bytes_.resize(static_cast<std::size_t>(m));
+    inputs_.assign(static_cast<std::size_t>(m), 0);
+    recreate_j_.resize(static_cast<std::size_t>(m));
+    for (int k = 0; k < m; ++k) {
+      const int x = tensors_[k];
+      bytes_[k] = static_cast<double>(graph.nodes[x].output_bytes);
+      for (int y : inputs[x])
+        if (bit_[y] >= 0) inputs_[k] |= Mask{1} << bit_[y];
+        else if (x < from) inputs_[k] |= kUnreachable;
+      recreate_j_[k] = recompute_j(x);
+    }
+    // Per stage: what a later stage reads (needed), what may still matter (useful: read
+    // later, or an input of a useful tensor, which a recomputation may need), the stage's
+    // working set and the tensors live across it (read after it).
+    needed_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    useful_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    working_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    live_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    made_before_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    for (int t = from; t <= n_; ++t) {
+      Mask needed = 0, useful = 0, made = 0;
+      for (int k = 0; k < m; ++k) {
+        const int x = tensors_[k];
+        if (x >= t) {
+          useful |= inputs_[k] & ~kUnreachable;
+          continue;
+        }
+        if (x >= from) made |= Mask{1} << k;
+        if (!users_[x].empty() && users_[x].back() >= t) needed |= Mask{1} << k;
+      }
+      useful |= needed;
+      for (bool changed = true; changed;) {
+        changed = false;
+        for (int k = 0; k < m; ++k)
+          if ((useful >> k & 1U) && tensors_[k] < t && (useful | (inputs_[k] & ~kUnreachable)) != useful) {
+            useful |= inputs_[k] & ~kUnreachable;
+            changed = true;
+          }
+      }
+      needed_[t] = needed;
+      useful_[t] = useful;
+      made_before_[t] = made;
+      if (t == n_) continue;
+      const int own = bit_[t];
+      working_[t] = (inputs_[own] & ~kUnreachable) | (Mask{1} << own);
+      for (int k = 0; k < m; ++k)
+        if (tensors_[k] < t && !(working_[t] >> k & 1U) && !users_[tensors_[k]].empty() &&
+            users_[tensors_[k]].back() > t)
+          live_[t] |= Mask{1} << k;
+    }
+  }
+
+  [[nodiscard]] bool fits() const { return tensors_.size() <= 64; }
+  [[nodiscard]] int size() const { return static_cast<int>(tensors_.size()); }
+  [[nodiscard]] int node(int k) const { return tensors_[k]; }
+  [[nodiscard]] int bit(int x) const { return bit_[x]; }
+
+  /// The cheapest tail from `plan`'s state as stage from_ starts: the keys of the path and
+  /// how each was reached, or empty where the state limit or `stop_at` came first.
+  std::vector<std::pair<Key, Parent>> solve(const StagePlan& plan, std::chrono::steady_clock::time_point stop_at) {
+    Key start{from_, 0, 0, -1};
+    for (int k = 0; k < size(); ++k) {
+      const int x = tensors_[k];
+      if (x >= from_) continue;
+      if (plan.ram[from_][x]) start.ram |= Mask{1} << k;
+      if (plan.ssd[from_][x]) start.paged |= Mask{1} << k;
+    }
+    start.ram &= useful_[from_];
+    best_.clear();
+    parent_.clear();
+    queue_ = {};
+    best_[start] = 0;
+    queue_.push({estimate_j(start), start});
+    int pops = 0;
+    while (!queue_.empty()) {
+      const auto [f, key] = queue_.top();
+      queue_.pop();
+      const double cost_j = best_[key];
+      if (f > cost_j + estimate_j(key) + 1e-15) continue;  // reached more cheaply since
+      if (key.stage == n_) return path(start, key);
+      if (best_.size() > kMaxStates || (++pops % 64 == 0 && std::chrono::steady_clock::now() >= stop_at))
+        return {};
+      expand(key, cost_j);
+    }
+    return {};
+  }
+
+ private:
+  static constexpr Mask kUnreachable = Mask{1} << 63;  // an input the search does not follow
+
+  double recompute_j(int x) const {
+    auto charge = [&](NodeCost c) {
+      return total_ ? g_.dynamic_energy_j(c.energy_j, c.time_s) + g_.idle_power_w * c.time_s : c.energy_j;
+    };
+    return std::min(charge({g_.nodes[x].time_s, g_.nodes[x].energy_j}), charge(g_.compute_cost(x, true)));
+  }
+  double page_in_j(int k, Mask paged) const {
+    const auto& node = g_.nodes[tensors_[k]];
+    auto charge = [&](double energy_j, double time_s) {
+      return total_ ? g_.dynamic_energy_j(energy_j, time_s) : energy_j;
+    };
+    return charge(node.pagein_energy_j, node.pagein_time_s) +
+           ((paged >> k & 1U) ? 0.0 : charge(node.pageout_energy_j, node.pageout_time_s));
+  }
+  double cheapest_j(int k, Mask paged) const {
+    double j = std::numeric_limits<double>::infinity();
+    if (allowed_.recompute) j = recreate_j_[k];
+    if (allowed_.paging) j = std::min(j, page_in_j(k, paged));
+    return j;
+  }
+  double bytes(Mask set) const {
+    double sum = 0;
+    for (Mask x = set; x != 0; x &= x - 1) sum += bytes_[std::countr_zero(x)];
+    return sum;
+  }
+
+  /// A lower estimate of what is left: each tensor a later stage reads and that is not
+  /// resident is re-created once, and at the stage where memory is shortest the tensors
+  /// live across it that are resident now (or made before it) free the shortfall, each at
+  /// its cheapest re-creation per byte.
+  double estimate_j(const Key& key) const {
+    double sum_j = 0;
+    for (Mask x = needed_[key.stage] & ~key.ram; x != 0; x &= x - 1)
+      sum_j += cheapest_j(std::countr_zero(x), key.paged);
+    double worst_j = 0;
+    for (int u = key.stage; u < n_; ++u) {
+      const Mask candidates = live_[u] & (key.ram | (made_before_[u] & ~made_before_[key.stage]));
+      double short_bytes = bytes(working_[u]) + bytes(candidates) - budget_bytes_;
+      if (short_bytes <= 0) continue;
+      items_.clear();
+      for (Mask x = candidates; x != 0; x &= x - 1) {
+        const int k = std::countr_zero(x);
+        items_.emplace_back(cheapest_j(k, key.paged) / bytes_[k], bytes_[k]);
+      }
+      std::sort(items_.begin(), items_.end());
+      double j = 0;
+      for (const auto& [per_byte_j, b] : items_) {
+        const double take = std::min(b, short_bytes);
+        j += per_byte_j * take;
+        short_bytes -= take;
+        if (short_bytes <= 0) break;
+      }
+      if (short_bytes > 0) return std::numeric_limits<double>::infinity();
+      worst_j = std::max(worst_j, j);
+    }
+    return sum_j + worst_j;
+  }
+
+  void push(const Key& from, Key to, Act act, int node, double cost_j) {
+    to.ram &= useful_[to.stage];
+    auto it = best_.find(to);
+    if (it != best_.end() && it->second <= cost_j) return;
+    const double estimate = estimate_j(to);
+    if (estimate == std::numeric_limits<double>::infinity()) return;
+    best_[to] = cost_j;
+    parent_[to] = {from, act, node};
+    queue_.push({cost_j + estimate, to});
+  }
+
+  /// Calls `go` with each way of making room for `extra` bytes beside `ram`: as it is, or
+  /// with a minimal set of tensors outside `keep` dropped.
+  template <class Go>
+  void with_room(Mask ram, Mask keep, double extra, Go&& go) {
+    const double over = bytes(ram) + extra - budget_bytes_;
+    if (over <= 1e-9) {
+      go(ram);
+      return;
+    }
+    std::vector<int> candidates;
+    for (Mask x = ram & ~keep; x != 0; x &= x - 1) candidates.push_back(std::countr_zero(x));
+    std::sort(candidates.begin(), candidates.end(), [&](int a, int b) { return bytes_[a] > bytes_[b]; });
+    const int c = static_cast<int>(candidates.size());
+    std::vector<double> suffix(static_cast<std::size_t>(c) + 1, 0);
+    for (int i = c - 1; i >= 0; --i) suffix[i] = suffix[i + 1] + bytes_[candidates[i]];
+    // Largest first; a set is minimal when its last (smallest) tensor is what makes it enough.
+    int sets = 0;
+    std::function<void(int, double, Mask)> drop = [&](int i, double freed, Mask dropped) {
+      for (int j = i; j < c && sets < kMaxDropSets; ++j) {
+        if (freed + suffix[j] + 1e-9 < over) return;
+        const double now = freed + bytes_[candidates[j]];
+        const Mask set = dropped | Mask{1} << candidates[j];
+        if (now + 1e-9 >= over) {
+          ++sets;
+          go(ram & ~set);
+        } else {
+          drop(j + 1, now, set);
+        }
+      }
+    };
+    drop(0, 0, 0);
+  }
+
+  void expand(const Key& key, double cost_j) {
+    const int t = key.stage;
+    const int own = bit_[t];
+    const Mask own_inputs = inputs_[own] & ~kUnreachable;
+    if ((own_inputs & key.ram) == own_inputs && !(inputs_[own] & kUnreachable))
+      with_room(key.ram, own_inputs, bytes_[own], [&](Mask ram) {
+        push(key, {t + 1, ram | Mask{1} << own, key.paged, -1}, Act::kCompute, t, cost_j);
+      });
+    for (int k = 0; k < size(); ++k) {
+      const int x = tensors_[k];
+      if (x >= t || (key.ram >> k & 1U) || !(useful_[t] >> k & 1U)) continue;
+      const Mask needs = inputs_[k];
+      if (allowed_.recompute && x > key.last && !(needs & kUnreachable) && (needs & key.ram) == needs)
+        with_room(key.ram, needs, bytes_[k], [&](Mask ram) {
+          push(key, {t, ram | Mask{1} << k, key.paged, x}, Act::kRecompute, x, cost_j + recreate_j_[k]);
+        });
+      if (allowed_.paging && key.last < 0) {
+        const double j = page_in_j(k, key.paged);
+        with_room(key.ram, 0, bytes_[k], [&](Mask ram) {
+          push(key, {t, ram | Mask{1} << k, key.paged | Mask{1} << k, -1}, Act::kPageIn, x, cost_j + j);
+        });
+      }
+    }
+  }
+
+  std::vector<std::pair<Key, Parent>> path(const Key& start, Key key) const {
+    std::vector<std::pair<Key, Parent>> steps;
+    while (!(key == start)) {
+      const Parent& p = parent_.at(key);
+      steps.emplace_back(key, p);
+      key = p.from;
+    }
+    std::reverse(steps.begin(), steps.end());
+    return steps;
+  }
+
+  const TrainingGraph& g_;
+  int n_;
+  int from_;
+  double budget_bytes_;
+  AllowedMoves allowed_;
+  bool total_;
+  std::vector<std::vector<int>> users_;
+  std::vector<int> tensors_, bit_;
+  std::vector<double> bytes_, recreate_j_;
+  std::vector<Mask> inputs_, needed_, useful_, working_, live_, made_before_;
+  std::unordered_map<Key, double, KeyHash> best_;
+  std::unordered_map<Key, Parent, KeyHash> parent_;
+  using Entry = std::pair<double, Key>;
+  struct Later {
+    bool operator()(const Entry& a, const Entry& b) const { return a.first > b.first; }
+  };
+  std::priority_queue<Entry, std::vector<Entry>, Later> queue_;
+  mutable std::vector<std::pair<double, double>> items_;
+};
+
+/// `plan` with its stages from `from` on replaced by the search's `steps`: each stage holds
+/// what it starts with and uses or keeps, and what it pages in (paged in in the stage
+/// before: late under kTotal where `late`), and a tensor paged in that was never written out
+/// is written out in the first stage of the tail that holds it.
+std::optional<StagePlan> splice(const TrainingGraph& graph, const StagePlan& plan, int from, const TailSearch& search,
+                                const std::vector<std::pair<Key, Parent>>& steps, Mask start_ram, Mask start_paged,
+                                bool late) {
+  const int n = graph.size();
+  const auto inputs = graph.inputs();
+  StagePlan out = plan;
+  for (int t = from; t < n; ++t)
+    for (int i = 0; i < n; ++i) {
+      out.compute[t][i] = false;
+      out.page_in[t][i] = false;
+      out.page_out[t][i] = false;
+      out.page_in_late[t][i] = false;
+      out.ram[t][i] = false;
+      out.ssd[t][i] = false;
+    }
+  std::vector<Mask> first(static_cast<std::size_t>(n) + 1, 0), used(first), paged_in(first), kept(first);
+  std::vector<char> started(static_cast<std::size_t>(n) + 1, 0);
+  Key at{from, start_ram, start_paged, -1};
+  for (const auto& [key, how] : steps) {
+    const int t = at.stage;
+    if (!started[t]) {
+      first[t] = at.ram;
+      started[t] = 1;
+    }
+    if (how.act == Act::kPageIn) {
+      first[t] &= key.ram;  // what it dropped to make room, it did not start with
+      paged_in[t] |= Mask{1} << search.bit(how.node);
+    } else {
+      for (int i : inputs[how.node])
+        if (search.bit(i) >= 0) used[t] |= Mask{1} << search.bit(i);
+      out.compute[t][how.node] = true;
+    }
+    if (how.act == Act::kCompute) kept[t] = key.ram;
+    at = key;
+  }
+  Mask written = start_paged;
+  std::vector<int> write_at(static_cast<std::size_t>(search.size()), -1);
+  for (int t = from; t < n; ++t) {
+    const Mask ram = (first[t] & (used[t] | kept[t])) | paged_in[t];
+    for (Mask x = ram; x != 0; x &= x - 1) out.ram[t][search.node(std::countr_zero(x))] = true;
+    for (Mask x = paged_in[t]; x != 0; x &= x - 1) {
+      const int k = std::countr_zero(x);
+      (late ? out.page_in_late : out.page_in)[t - 1][search.node(k)] = true;
+      if (!(written >> k & 1U)) {
+        written |= Mask{1} << k;
+        for (int s = from; s < t && write_at[k] < 0; ++s)
+          if (out.ram[s][search.node(k)]) write_at[k] = s;
+        if (write_at[k] < 0) return std::nullopt;  // never held in the tail: nothing to write out
+      }
+    }
+  }
+  // The stage before the tail pages in only what the tail starts with.
+  for (int i = 0; i < n; ++i)
+    if ((out.page_in[from - 1][i] || out.page_in_late[from - 1][i]) && !out.ram[from][i]) {
+      out.page_in[from - 1][i] = false;
+      out.page_in_late[from - 1][i] = false;
+    }
+  for (int k = 0; k < search.size(); ++k)
+    if (write_at[k] >= 0) out.page_out[write_at[k]][search.node(k)] = true;
+  for (int t = from; t < n; ++t)
+    for (int i = 0; i < t; ++i) {
+      const int k = search.bit(i);
+      out.ssd[t][i] = plan.ssd[from][i] || (k >= 0 && write_at[k] >= 0 && t > write_at[k]);
+    }
+  if (!check_stage_plan(graph, out).empty()) return std::nullopt;
+  return out;
+}
+
+}  // namespace
+
+std::optional<StagePlan> replan_tail(const TrainingGraph& graph, const StagePlan& plan, MemoryBudget budget,
+                                     double deadline_s, AllowedMoves allowed, Objective objective,
+                                     std::chrono::steady_clock::time_point stop_at) {
+  const int n = graph.size();
+  const int earliest = graph.backward_phase_start() + 1;  // the stash, held as it starts, stays
+  auto fits = [&](const StagePlanCosts& c) {
+    return c.peak_bytes <= budget.bytes && c.stash_bytes <= budget.stash_bytes &&
+           c.deadline_time_s <= deadline_s * (1 + 1e-9);
+  };
+  std::optional<StagePlan> best;
+  double best_j = evaluate_stage_plan(graph, plan, objective).energy_j;
+  for (int from = n - kFirstTailStages; from >= earliest && std::chrono::steady_clock::now() < stop_at;
+       from -= kTailStep) {
+    TailSearch search(graph, from, budget.bytes, allowed, objective);
+    if (!search.fits()) break;
+    const StagePlan& base = best ? *best : plan;
+    const auto steps = search.solve(base, stop_at);
+    if (steps.empty()) break;
+    Mask start_ram = 0, start_paged = 0;
+    for (int k = 0; k < search.size(); ++k) {
+      const int x = search.node(k);
+      if (x >= from) continue;
+      if (base.ram[from][x]) start_ram |= Mask{1} << k;
+      if (base.ssd[from][x]) start_paged |= Mask{1} << k;
+    }
+    for (const bool late : {false, true}) {
+      if (late && objective != Objective::kTotal) break;
+      auto spliced = splice(graph, base, from, search, steps, start_ram, start_paged, late);
+      if (!spliced) continue;
+      const StagePlanCosts costs = evaluate_stage_plan(graph, *spliced, objective);
+      if (fits(costs) && costs.energy_j < best_j * (1 - 1e-12)) {
+        best_j = costs.energy_j;
+        best = std::move(spliced);
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace ergon::planner
