@@ -334,7 +334,8 @@ class TailSearch {
 /// `plan` with its stages from `from` on replaced by the search's `steps`: each stage holds
 /// what it starts with and uses or keeps, and what it pages in (paged in in the stage
 /// before: late under kTotal where `late`), and a tensor paged in that was never written out
-/// is written out in the first stage of the tail that holds it.
+/// is written out in the first stage of the tail that holds it, before the stage that pages
+/// it in (storage holds what a stage wrote out from the next stage on).
 std::optional<StagePlan> splice(const TrainingGraph& graph, const StagePlan& plan, int from, const TailSearch& search,
                                 const std::vector<std::pair<Key, Parent>>& steps, Mask start_ram, Mask start_paged,
                                 bool late) {
@@ -380,7 +381,7 @@ std::optional<StagePlan> splice(const TrainingGraph& graph, const StagePlan& pla
       (late ? out.page_in_late : out.page_in)[t - 1][search.node(k)] = true;
       if (!(written >> k & 1U)) {
         written |= Mask{1} << k;
-        for (int s = from; s < t && write_at[k] < 0; ++s)
+        for (int s = from; s + 1 < t && write_at[k] < 0; ++s)
           if (out.ram[s][search.node(k)]) write_at[k] = s;
         if (write_at[k] < 0) return std::nullopt;  // never held in the tail: nothing to write out
       }
