@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 #include <utility>
@@ -52,6 +53,13 @@ struct Parent {
   int node = 0;
 };
 
+/// The cheapest tail found: the state it starts from, and each key on its way with how it
+/// was reached.
+struct Tail {
+  Key start;
+  std::vector<std::pair<Key, Parent>> steps;
+};
+
 class TailSearch {
  public:
   TailSearch(const TrainingGraph& graph, int from, uint64_t budget_bytes, AllowedMoves allowed,
@@ -59,7 +67,7 @@ class TailSearch {
       : g_(graph), n_(graph.size()), from_(from), budget_bytes_(static_cast<double>(budget_bytes)),
         allowed_(allowed), total_(objective == Objective::kTotal) {
     const auto inputs = graph.inputs();
-    users_ = graph.users();
+    const auto users = graph.users();
     bit_.assign(static_cast<std::size_t>(n_), -1);
     auto add = [&](int x) {
       if (bit_[x] >= 0) return;
@@ -68,7 +76,7 @@ class TailSearch {
     };
     for (int t = from; t < n_; ++t) add(t);
     for (int x = 0; x < from; ++x)
-      if (!users_[x].empty() && users_[x].back() >= from) add(x);
+      if (!users[x].empty() && users[x].back() >= from) add(x);
     std::vector<int> reach(tensors_.begin(), tensors_.end());
     for (int depth = 0; depth < kInputDepth && allowed.recompute; ++depth) {
       std::vector<int> next;
@@ -81,7 +89,7 @@ class TailSearch {
             }
       reach = std::move(next);
     }
-    if (tensors_.size() > 64) return;
+    if (!fits()) return;
     const int m = size();
     bytes_.resize(static_cast<std::size_t>(m));
     inputs_.assign(static_cast<std::size_t>(m), 0);
@@ -111,7 +119,7 @@ class TailSearch {
           continue;
         }
         if (x >= from) made |= Mask{1} << k;
-        if (!users_[x].empty() && users_[x].back() >= t) needed |= Mask{1} << k;
+        if (!users[x].empty() && users[x].back() >= t) needed |= Mask{1} << k;
       }
       useful |= needed;
       for (bool changed = true; changed;) {
@@ -129,20 +137,21 @@ class TailSearch {
       const int own = bit_[t];
       working_[t] = (inputs_[own] & ~kUnreachable) | (Mask{1} << own);
       for (int k = 0; k < m; ++k)
-        if (tensors_[k] < t && !(working_[t] >> k & 1U) && !users_[tensors_[k]].empty() &&
-            users_[tensors_[k]].back() > t)
+        if (tensors_[k] < t && !(working_[t] >> k & 1U) && !users[tensors_[k]].empty() &&
+            users[tensors_[k]].back() > t)
           live_[t] |= Mask{1} << k;
     }
   }
 
-  [[nodiscard]] bool fits() const { return tensors_.size() <= 64; }
+  /// Each tensor has a bit of a Mask, and the last bit marks an input the search does not follow.
+  [[nodiscard]] bool fits() const { return tensors_.size() < 64; }
   [[nodiscard]] int size() const { return static_cast<int>(tensors_.size()); }
   [[nodiscard]] int node(int k) const { return tensors_[k]; }
   [[nodiscard]] int bit(int x) const { return bit_[x]; }
 
-  /// The cheapest tail from `plan`'s state as stage from_ starts: the keys of the path and
-  /// how each was reached, or empty where the state limit or `stop_at` came first.
-  std::vector<std::pair<Key, Parent>> solve(const StagePlan& plan, std::chrono::steady_clock::time_point stop_at) {
+  /// The cheapest tail from `plan`'s state as stage from_ starts, or nullopt where the state
+  /// limit or `stop_at` came first.
+  std::optional<Tail> solve(const StagePlan& plan, std::chrono::steady_clock::time_point stop_at) {
     Key start{from_, 0, 0, -1};
     for (int k = 0; k < size(); ++k) {
       const int x = tensors_[k];
@@ -162,12 +171,12 @@ class TailSearch {
       queue_.pop();
       const double cost_j = best_[key];
       if (f > cost_j + estimate_j(key) + 1e-15) continue;  // reached more cheaply since
-      if (key.stage == n_) return path(start, key);
+      if (key.stage == n_) return Tail{start, path(start, key)};
       if (best_.size() > kMaxStates || (++pops % 64 == 0 && std::chrono::steady_clock::now() >= stop_at))
-        return {};
+        return std::nullopt;
       expand(key, cost_j);
     }
-    return {};
+    return std::nullopt;
   }
 
  private:
@@ -317,7 +326,6 @@ class TailSearch {
   double budget_bytes_;
   AllowedMoves allowed_;
   bool total_;
-  std::vector<std::vector<int>> users_;
   std::vector<int> tensors_, bit_;
   std::vector<double> bytes_, recreate_j_;
   std::vector<Mask> inputs_, needed_, useful_, working_, live_, made_before_;
@@ -337,8 +345,7 @@ class TailSearch {
 /// is written out in the first stage of the tail that holds it, before the stage that pages
 /// it in (storage holds what a stage wrote out from the next stage on).
 std::optional<StagePlan> splice(const TrainingGraph& graph, const StagePlan& plan, int from, const TailSearch& search,
-                                const std::vector<std::pair<Key, Parent>>& steps, Mask start_ram, Mask start_paged,
-                                bool late) {
+                                const Tail& tail, bool late) {
   const int n = graph.size();
   const auto inputs = graph.inputs();
   StagePlan out = plan;
@@ -353,8 +360,8 @@ std::optional<StagePlan> splice(const TrainingGraph& graph, const StagePlan& pla
     }
   std::vector<Mask> first(static_cast<std::size_t>(n) + 1, 0), used(first), paged_in(first), kept(first);
   std::vector<char> started(static_cast<std::size_t>(n) + 1, 0);
-  Key at{from, start_ram, start_paged, -1};
-  for (const auto& [key, how] : steps) {
+  Key at = tail.start;
+  for (const auto& [key, how] : tail.steps) {
     const int t = at.stage;
     if (!started[t]) {
       first[t] = at.ram;
@@ -371,7 +378,7 @@ std::optional<StagePlan> splice(const TrainingGraph& graph, const StagePlan& pla
     if (how.act == Act::kCompute) kept[t] = key.ram;
     at = key;
   }
-  Mask written = start_paged;
+  Mask written = tail.start.paged;
   std::vector<int> write_at(static_cast<std::size_t>(search.size()), -1);
   for (int t = from; t < n; ++t) {
     const Mask ram = (first[t] & (used[t] | kept[t])) | paged_in[t];
@@ -422,18 +429,11 @@ std::optional<StagePlan> replan_tail(const TrainingGraph& graph, const StagePlan
     TailSearch search(graph, from, budget.bytes, allowed, objective);
     if (!search.fits()) break;
     const StagePlan& base = best ? *best : plan;
-    const auto steps = search.solve(base, stop_at);
-    if (steps.empty()) break;
-    Mask start_ram = 0, start_paged = 0;
-    for (int k = 0; k < search.size(); ++k) {
-      const int x = search.node(k);
-      if (x >= from) continue;
-      if (base.ram[from][x]) start_ram |= Mask{1} << k;
-      if (base.ssd[from][x]) start_paged |= Mask{1} << k;
-    }
+    const std::optional<Tail> tail = search.solve(base, stop_at);
+    if (!tail) break;
     for (const bool late : {false, true}) {
       if (late && objective != Objective::kTotal) break;
-      auto spliced = splice(graph, base, from, search, steps, start_ram, start_paged, late);
+      auto spliced = splice(graph, base, from, search, *tail, late);
       if (!spliced) continue;
       const StagePlanCosts costs = evaluate_stage_plan(graph, *spliced, objective);
       if (fits(costs) && costs.energy_j < best_j * (1 - 1e-12)) {

@@ -23,7 +23,7 @@ namespace ergon::planner {
 /// tensor dropped where that makes room. It charges compute and transfer energy, and a
 /// page-out once per tensor, at its first page-in. The tail starts 8 stages from the end
 /// and moves 4 stages earlier each time while time is left, the search finishes within its
-/// state limit, and the stages hold at most 64 tensors. Each result is measured as
+/// state limit, and the stages hold at most 63 tensors. Each result is measured as
 /// `objective` measures plans (evaluate_stage_plan), the deadline and `budget` included, and
 /// kept only where it is cheaper.
 ///
