@@ -486,7 +486,6 @@ constexpr double kBaselineMinS = 0.1;
 /// by `bound_j`: store-all; chen with recomputation; capuchin with what the request allows,
 /// and with recomputation only and paging only; rotor (recomputation) and pofo (both) where
 /// the graph is a chain; page-all with paging. Only those that found a schedule.
-
 std::vector<PlanResult> contained_baselines(const TrainingGraph& graph, const PlanRequest& request,
                                             double bound_j) {
   const AllowedMoves allowed = request.allowed;
