@@ -503,8 +503,9 @@ std::vector<PlanResult> contained_baselines(const TrainingGraph& graph, const Pl
   for (const auto& [name, moves] : runs) {
     PlanRequest sub = request;
     sub.allowed = moves;
-    // Each finds its schedule in milliseconds where it finds one (DenseNet-121's slowest, 53
-    // ms); one that cannot meet the budget must not take the search's time.
+    // Each finds its schedule in milliseconds where it finds one (DenseNet-121's slowest, 51
+    // ms: bench_planner's capuchin/); one that cannot meet the budget must not take the
+    // search's time.
     sub.time_limit_s = std::max(kBaselineMinS, kBaselineShare * request.time_limit_s);
     PlanResult r = plan_baseline(name, graph, sub);
     if (!r.schedule) continue;

@@ -17,7 +17,7 @@ using Mask = uint64_t;  // one bit per tensor of the tail (TailSearch::tensors_)
 
 constexpr int kFirstTailStages = 8;
 constexpr int kTailStep = 4;
-/// States the search may hold (about 150 bytes each, with their parents): past it, the tail
+/// States the search may hold (about 120 bytes each, with how each was reached): past it, the tail
 /// is too wide for the time a plan has, and the last tail that finished stands.
 constexpr std::size_t kMaxStates = 1'000'000;
 /// The ways of making room the search tries for one action, fewest tensors dropped first: a
@@ -160,19 +160,18 @@ class TailSearch {
       if (plan.ssd[from_][x]) start.paged |= Mask{1} << k;
     }
     start.ram &= useful_[from_];
-    best_.clear();
-    parent_.clear();
+    reached_.clear();
     queue_ = {};
-    best_[start] = 0;
+    reached_[start] = {0, {}};
     queue_.push({estimate_j(start), start});
     int pops = 0;
     while (!queue_.empty()) {
       const auto [f, key] = queue_.top();
       queue_.pop();
-      const double cost_j = best_[key];
+      const double cost_j = reached_.at(key).cost_j;
       if (f > cost_j + estimate_j(key) + 1e-15) continue;  // reached more cheaply since
       if (key.stage == n_) return Tail{start, path(start, key)};
-      if (best_.size() > kMaxStates || (++pops % 64 == 0 && std::chrono::steady_clock::now() >= stop_at))
+      if (reached_.size() > kMaxStates || (++pops % 64 == 0 && std::chrono::steady_clock::now() >= stop_at))
         return std::nullopt;
       expand(key, cost_j);
     }
@@ -247,12 +246,11 @@ class TailSearch {
 
   void push(const Key& from, Key to, Act act, int node, double cost_j) {
     to.ram &= useful_[to.stage];
-    auto it = best_.find(to);
-    if (it != best_.end() && it->second <= cost_j) return;
+    auto it = reached_.find(to);
+    if (it != reached_.end() && it->second.cost_j <= cost_j) return;
     const double estimate = estimate_j(to);
     if (estimate == std::numeric_limits<double>::infinity()) return;
-    best_[to] = cost_j;
-    parent_[to] = {from, act, node};
+    reached_[to] = {cost_j, {from, act, node}};
     queue_.push({cost_j + estimate, to});
   }
 
@@ -317,7 +315,7 @@ class TailSearch {
   std::vector<std::pair<Key, Parent>> path(const Key& start, Key key) const {
     std::vector<std::pair<Key, Parent>> steps;
     while (!(key == start)) {
-      const Parent& p = parent_.at(key);
+      const Parent& p = reached_.at(key).parent;
       steps.emplace_back(key, p);
       key = p.from;
     }
@@ -334,8 +332,12 @@ class TailSearch {
   std::vector<int> tensors_, bit_;
   std::vector<double> bytes_, recreate_j_;
   std::vector<Mask> inputs_, needed_, useful_, working_, live_, made_before_;
-  std::unordered_map<Key, double, KeyHash> best_;
-  std::unordered_map<Key, Parent, KeyHash> parent_;
+  /// Each key reached: the least cost found to it, and how.
+  struct Reached {
+    double cost_j = 0;
+    Parent parent;
+  };
+  std::unordered_map<Key, Reached, KeyHash> reached_;
   using Entry = std::pair<double, Key>;
   struct Later {
     bool operator()(const Entry& a, const Entry& b) const { return a.first > b.first; }
