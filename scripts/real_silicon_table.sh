@@ -130,8 +130,10 @@ EOF
   "$ergon" record --port "$pty" --model "$model" --loops "$loops" --db "$db.again" >"$work/record.log" 2>&1 ||
     { tail -n 3 "$work/record.log" >&2; exit 1; }
   "$ergon" attribute --db "$db.again" >/dev/null
-  "$ergon" costs --db "$db" --json >"$work/c1.json"
-  "$ergon" costs --db "$db.again" --json >"$work/c2.json"
+  # Run 1 of each database is its profile; the first also holds the validations' runs, whose
+  # op ids number their schedules' steps, not the profile's ops.
+  "$ergon" costs --db "$db" --run 1 --json >"$work/c1.json"
+  "$ergon" costs --db "$db.again" --run 1 --json >"$work/c2.json"
   python3 - "$model" "$work/c1.json" "$work/c2.json" >>"$work/repeat.md" <<'EOF'
 import json, statistics, sys
 model, a, b = sys.argv[1:4]
