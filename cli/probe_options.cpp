@@ -24,8 +24,11 @@ void add_probe_commands(CLI::App& app, Commands& commands) {
   auto* probe_read = probe_cmd->add_subcommand("read", "sample one power monitor with a live line");
   probe_read->add_option("--probe", probe_read_args.probe,
                          "KIND:BUS@ADDRESS,key=value: ina219:/dev/i2c-1@0x40,shunt=0.1,max=3.2 "
-                         "(also ina226, ina260; options shunt, max, lsb, range, brng), or "
-                         "sim:ina219,current=0.5,bus=5 for a simulated chip")
+                         "(also ina226, ina260; options shunt, max, lsb, range, brng; "
+                         "ina219:mcp2221@0x40 on a USB-I2C bridge); tegrastats,interval=100 or "
+                         "ina3221 (Jetson); rapl (x86); nvml (NVIDIA GPUs); "
+                         "sigrok:DRIVER[@CONN],voltage=CH,current=CH; ppk2:PORT,mode=source,vdd=3300; "
+                         "or sim:ina219,current=0.5,bus=5 for a simulated chip (README.md, Power monitors)")
       ->required();
   probe_read->add_option("--rate", probe_read_args.rate,
                          "samples a second, or max (the chip's fastest setting the driver keeps "
