@@ -69,6 +69,8 @@ void add_pareto_command(CLI::App& app, Commands& commands, int argc, char** argv
         ->check(CLI::Range(1, 1000));
     add_deadline(*c, pareto.plan);
     add_solver(*c, pareto.plan, /*planner=*/false);
+    c->get_option("--gap")->description(
+        "relative optimality gap to prove (default 0.01: a sweep wants many points quickly)");
     c->add_option("--jobs", pareto.jobs, "plans solved at once (default: one per core)")
         ->check(CLI::NonNegativeNumber);
     c->add_option("--db", pareto.db, "database that stores every plan (a rerun resumes)")
