@@ -381,8 +381,10 @@ std::vector<ParetoPoint> sweep_one_mode(const ParetoArgs& args, const std::funct
   const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   const int jobs = std::clamp(args.jobs > 0 ? args.jobs : cores, 1, std::max(1, static_cast<int>(todo.size())));
   if (on_line && args.solve)
-    on_line(fmt::format("{}: {} planners x {} budgets; {} stored already, {} to solve, {} at a time",
-                        setup.graph.name, names.size(), grid.size(), points.size(), todo.size(), jobs));
+    on_line(fmt::format("{}: {} planners x {} budgets; {} stored already, {} to solve, {} at a time, each to a "
+                        "{:.3g} % gap or {:.3g} s",
+                        setup.graph.name, names.size(), grid.size(), points.size(), todo.size(), jobs,
+                        100 * choose_gap(args.plan, setup.graph).gap, args.plan.time_limit_s));
   solve_and_store(args, setup, todo, jobs, db, points, on_line);
   if (args.cell) return points;  // one cell: sharing is the collecting sweep's
   // Points of other modes or deadlines are not in this call: every point here shares graph,
