@@ -922,11 +922,14 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   r.nonzeros = found.nonzeros;
   r.solve_time_s = seconds_since(start);
   if (found.schedule) {
-    // The search's own note gives its plan's gap against the stage model's bound; the
-    // baseline's gap is against the bound for replayed schedules, so only its energy is told.
+    // A note of the search that quotes its plan's gap measures it against the stage model's
+    // bound, and the baseline's gap is against the bound for replayed schedules: such a note
+    // is left out, and the search's energy told instead. Others (a solver's failure) stay.
     char buf[120];
     std::snprintf(buf, sizeof buf, "the search's best plan (%.6g J) was dearer; ", found.objective_j);
-    r.note = buf + r.note;
+    const bool quotes_gap = found.note.find("% gap") != std::string::npos;
+    r.note = (found.note.empty() || quotes_gap || found.note == r.note ? "" : "the search: " + found.note + "; ") +
+             buf + r.note;
   } else if (!found.note.empty() && found.note != r.note) {
     r.note = found.note + "; " + r.note;
   }
