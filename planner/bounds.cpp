@@ -386,17 +386,37 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   // page-out runs in stages from i + 1 to t - 1 (a tensor being paged out stays all stage),
   // and the page-in in a stage from t + 1 to read_by - 1 (or late, hidden by nothing); at the
   // share 1 - lambda what those stages' own nodes cannot hide is charged.
+  // A page-in among a stage's transfers holds its tensor all stage, so a tensor away at
+  // moment t and read again by node r is paged in late (after a stage's computes) unless
+  // some stage from t + 1 to r - 1 has room for it, and the last of them, r - 1, holds it
+  // whichever it is: none where r = t + 1, or where node r - 1's own inputs and output leave
+  // less than the tensor. A late page-in overlaps nothing (a stage lasts max(C, X) and then
+  // its late page-ins), so its whole time is at idle power, at every lambda and mu.
+  std::vector<uint64_t> working_bytes(static_cast<std::size_t>(n));
+  for (int u = 0; u < n; ++u) {
+    working_bytes[u] = graph.nodes[u].output_bytes;
+    for (std::size_t k = 0; k < inputs[u].size(); ++k)
+      if (k == 0 || inputs[u][k] != inputs[u][k - 1]) working_bytes[u] += graph.nodes[inputs[u][k]].output_bytes;
+  }
   auto paged_j = [&](int i, int t, int read_by, double lambda, double mu) {
     if (page_j[i] >= kNever) return kNever;
     const auto& node = graph.nodes[i];
     double cost_j = page_j[i] + mu * idle_w * node.pageout_time_s;
+    const bool late =
+        stage_overlap && (read_by <= t + 1 || working_bytes[read_by - 1] + node.output_bytes > budget_bytes);
+    if (late) cost_j += idle_w * node.pagein_time_s;
     if (lambda < 1) {
       if (t - 1 < i + 1) return kNever;
       cost_j += (1 - lambda) * idle_w *
                 (std::max(0.0, node.pageout_time_s - own_sum_s(i + 1, t - 1)) +
-                 std::max(0.0, node.pagein_time_s - longest(t + 1, read_by - 1)));
+                 (late ? 0.0 : std::max(0.0, node.pagein_time_s - longest(t + 1, read_by - 1))));
     }
     return cost_j;
+  };
+  // The first read of output i after moment t.
+  auto next_read = [&](int i, int t) {
+    const auto it = std::upper_bound(users[i].begin(), users[i].end(), t);
+    return it == users[i].end() ? last_use[i] : *it;
   };
   // A tensor may be certain to be away at a moment: the other live outputs there are fewer
   // bytes than the shortfall. It is then re-created once after that moment, before its next
@@ -513,7 +533,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
                 return f.node == i && f.after < t && t < f.until;
               }))
             options.push_back({bytes, 0.0});
-          if (const double cost_j = paged_j(i, t, last_use[i], lambda, mu); cost_j < kNever)
+          if (const double cost_j = paged_j(i, t, next_read(i, t), lambda, mu); cost_j < kNever)
             options.push_back({bytes, cost_j});
           if (allowed.recompute) {
             parts.clear();

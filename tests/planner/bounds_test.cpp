@@ -179,6 +179,16 @@ TEST(MemoryBound, FreesATensorWholeWhereOnlyPartOfItIsShort) {
 // re-creation is certain, and at every moment since the forward pass its absence costs
 // nothing more, so the moments short of other bytes add theirs to it. Charging the
 // re-creation alone, the worst single moment, gave +2.196 % over one pass.
+// The same ResNet-18 under the total objective. A page-in among a stage's transfers holds
+// its tensor all stage, so a tensor away at a moment and read in the next stage, or read
+// after a node whose own inputs and output leave no room for it, is paged in late, hidden
+// by no compute: its whole time is at idle power, whatever share the bound's lambda gives
+// transfers. Charged only beyond what compute could hide, as every other page-in, the bound
+// was +1.25 % over one pass.
+TEST(MemoryBound, ChargesTheWholeTimeOfAPageInThatCanOnlyRunLate) {
+  EXPECT_GT(resnet18_pi4_bound_over_one_pass(Objective::kTotal), 0.019);
+}
+
 TEST(MemoryBound, AddsWhatOtherMomentsNeedToATensorCertainToBeAway) {
   EXPECT_GT(resnet18_pi4_bound_over_one_pass(Objective::kPoet), 0.0235);
 }
@@ -196,8 +206,10 @@ TEST(MemoryBound, RisesAsTheBudgetFalls) {
 
 // Under the total objective a transfer is free only while compute hides it. On these graphs a
 // page-in (1 ms and more) outlasts every node (microseconds), so paging stalls: the bound
-// charges that stall and closes on average 45 % of the distance from one pass to the true
-// optimum (brute force), where ignoring transfer time closed 28 %.
+// charges that stall and closes the whole distance from one pass to the true optimum (brute
+// force) on every case. Ignoring transfer time it closed 28 % on average; charging each
+// page-in only beyond what compute could hide, 95.5 %: a page-in that can only run late
+// (read in the stage after the moment) is hidden by nothing.
 TEST(MemoryBound, ChargesTheStallOfTransfersNoComputeHides) {
   double closed = 0;
   int cases = 0;
@@ -217,7 +229,7 @@ TEST(MemoryBound, ChargesTheStallOfTransfersNoComputeHides) {
   }
   ASSERT_GE(cases, 50);
   RecordProperty("mean_share_closed", std::to_string(closed / cases));  // docs/performance.md
-  EXPECT_GT(closed / cases, 0.4);
+  EXPECT_GT(closed / cases, 0.999);
 }
 
 }  // namespace

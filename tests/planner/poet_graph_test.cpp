@@ -141,7 +141,7 @@ TEST(MlpTx2, TheBoundChargesPageOutsThatQueueOnTheOneChannel) {
   EXPECT_NEAR(truth_j / one_pass_j - 1, 0.1688, 0.0001);
   const double bound_j = memory_lower_bound_j(cut, budget, Objective::kTotal);
   EXPECT_LE(bound_j, truth_j);
-  EXPECT_NEAR(bound_j / one_pass_j - 1, 0.1580, 0.0001);
+  EXPECT_NEAR(bound_j / one_pass_j - 1, 0.1607, 0.0001);
 
   const TrainingGraph mlp = read_graph_json(dir / "mlp_tx2.json");
   const double whole_j = memory_lower_bound_j(mlp, mlp.store_all_peak_bytes() / 2, Objective::kTotal);
