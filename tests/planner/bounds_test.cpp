@@ -173,12 +173,6 @@ TEST(MemoryBound, FreesATensorWholeWhereOnlyPartOfItIsShort) {
   EXPECT_GT(resnet18_pi4_bound_over_one_pass(Objective::kTotal), 0.011);
 }
 
-// The same ResNet-18 under POET's objective. During the stem's backward pass the stem
-// convolution's output is the only live output and fewer bytes than it are free: it is
-// certainly away there and re-created once after, whatever else the schedule does. That
-// re-creation is certain, and at every moment since the forward pass its absence costs
-// nothing more, so the moments short of other bytes add theirs to it. Charging the
-// re-creation alone, the worst single moment, gave +2.196 % over one pass.
 // The same ResNet-18 under the total objective. A page-in among a stage's transfers holds
 // its tensor all stage, so a tensor away at a moment and read in the next stage, or read
 // after a node whose own inputs and output leave no room for it, is paged in late, hidden
@@ -189,6 +183,12 @@ TEST(MemoryBound, ChargesTheWholeTimeOfAPageInThatCanOnlyRunLate) {
   EXPECT_GT(resnet18_pi4_bound_over_one_pass(Objective::kTotal), 0.019);
 }
 
+// The same ResNet-18 under POET's objective. During the stem's backward pass the stem
+// convolution's output is the only live output and fewer bytes than it are free: it is
+// certainly away there and re-created once after, whatever else the schedule does. That
+// re-creation is certain, and at every moment since the forward pass its absence costs
+// nothing more, so the moments short of other bytes add theirs to it. Charging the
+// re-creation alone, the worst single moment, gave +2.196 % over one pass.
 TEST(MemoryBound, AddsWhatOtherMomentsNeedToATensorCertainToBeAway) {
   EXPECT_GT(resnet18_pi4_bound_over_one_pass(Objective::kPoet), 0.0235);
 }
