@@ -336,6 +336,13 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   // last_use[i]: the last consumer of i's output (i itself when nothing consumes it).
   std::vector<int> last_use(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) last_use[i] = users[i].empty() ? i : users[i].back();
+  // working_bytes[u]: node u's inputs and output, in memory whenever it is computed (edges
+  // are unique, so each input once).
+  std::vector<uint64_t> working_bytes(static_cast<std::size_t>(n));
+  for (int u = 0; u < n; ++u) {
+    working_bytes[u] = graph.nodes[u].output_bytes;
+    for (int k : inputs[u]) working_bytes[u] += graph.nodes[k].output_bytes;
+  }
 
   // The share of idle power on transfers is tried at these lambdas (only 1 without idle).
   // A second family sees that page-outs share one channel. Every tensor paged out and
@@ -381,23 +388,16 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   Knapsack knapsack;
   std::vector<Segment> scratch;
   std::vector<Point> options;
-  // What paging output i out before moment t and back in before its read `read_by` costs
-  // at least at weights lambda and mu (kNever where paging is not allowed). Under kTotal the
-  // page-out runs in stages from i + 1 to t - 1 (a tensor being paged out stays all stage),
-  // and the page-in in a stage from t + 1 to read_by - 1 (or late, hidden by nothing); at the
-  // share 1 - lambda what those stages' own nodes cannot hide is charged.
-  // A page-in among a stage's transfers holds its tensor all stage, so a tensor away at
-  // moment t and read again by node r is paged in late (after a stage's computes) unless
-  // some stage from t + 1 to r - 1 has room for it, and the last of them, r - 1, holds it
-  // whichever it is: none where r = t + 1, or where node r - 1's own inputs and output leave
-  // less than the tensor. A late page-in overlaps nothing (a stage lasts max(C, X) and then
-  // its late page-ins), so its whole time is at idle power, at every lambda and mu.
-  std::vector<uint64_t> working_bytes(static_cast<std::size_t>(n));
-  for (int u = 0; u < n; ++u) {
-    working_bytes[u] = graph.nodes[u].output_bytes;
-    for (std::size_t k = 0; k < inputs[u].size(); ++k)
-      if (k == 0 || inputs[u][k] != inputs[u][k - 1]) working_bytes[u] += graph.nodes[inputs[u][k]].output_bytes;
-  }
+  // What paging output i out before moment t and back in before its next read `read_by`
+  // costs at least at weights lambda and mu (kNever where paging is not allowed). Under kTotal
+  // the page-out runs in stages from i + 1 to t - 1 (a tensor being paged out stays all
+  // stage), and the page-in in a stage from t + 1 to read_by - 1 (or late, hidden by
+  // nothing); at the share 1 - lambda what those stages' own nodes cannot hide is charged.
+  // A page-in among a stage's transfers holds its tensor all stage, and stage read_by - 1
+  // holds it whichever stage pages it in: where there is none (read_by = t + 1), or node
+  // read_by - 1's own inputs and output leave less room than the tensor, the page-in runs
+  // late (after a stage's computes), overlapping nothing (a stage lasts max(C, X) and then
+  // its late page-ins), and its whole time is at idle power, at every lambda and mu.
   auto paged_j = [&](int i, int t, int read_by, double lambda, double mu) {
     if (page_j[i] >= kNever) return kNever;
     const auto& node = graph.nodes[i];
@@ -454,11 +454,8 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
     for (int t = 0; t < n; ++t) {
       std::fill(group.begin(), group.begin() + t + 1, kDead);
       group[t] = kNeeded;
-      uint64_t needed_bytes = graph.nodes[t].output_bytes;
-      for (int i : inputs[t]) {
-        group[i] = kNeeded;
-        needed_bytes += graph.nodes[i].output_bytes;
-      }
+      const uint64_t needed_bytes = working_bytes[t];
+      for (int i : inputs[t]) group[i] = kNeeded;
       uint64_t live_bytes = 0;
       for (int i = 0; i < t; ++i) {
         if (group[i] == kNeeded || last_use[i] <= t) continue;
