@@ -169,8 +169,17 @@ double resnet18_pi4_bound_over_one_pass(Objective objective) {
   return over;
 }
 
+// Since a page-in that can only run late is charged its whole time, that charge alone takes
+// ResNet-18's bound past 1.1 %, fractional knapsack or not. The zoo's ResNet-50 on the
+// nRF52840's profile (tests/data/graphs/resnet50_nrf52840.json) at 40 % of store-all, under
+// total, is a case where only freeing a tensor whole lifts the bound: +1.951 % over one pass
+// with the fractional knapsack, +2.043 % with it.
 TEST(MemoryBound, FreesATensorWholeWhereOnlyPartOfItIsShort) {
   EXPECT_GT(resnet18_pi4_bound_over_one_pass(Objective::kTotal), 0.011);
+  const auto g = read_graph_json(std::filesystem::path(ERGON_TEST_DATA_DIR) / "graphs" / "resnet50_nrf52840.json");
+  const double bound_j = memory_lower_bound_j(g, g.store_all_peak_bytes() * 40 / 100, Objective::kTotal);
+  RecordProperty("resnet50_bound_vs_one_pass", std::to_string(bound_j / g.single_pass_energy_j() - 1));
+  EXPECT_GT(bound_j / g.single_pass_energy_j() - 1, 0.0200);
 }
 
 // The same ResNet-18 under the total objective. A page-in among a stage's transfers holds
