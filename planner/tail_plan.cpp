@@ -23,6 +23,8 @@ constexpr std::size_t kMaxStates = 1'000'000;
 /// The ways of making room the search tries for one action, fewest tensors dropped first: a
 /// stage that holds many small tensors has more minimal sets than any time limit allows.
 constexpr int kMaxDropSets = 32;
+/// The same for a bound (whole_graph_bound_j()), which must try every way: past it, no bound.
+constexpr int kMaxRelaxedDropSets = 1 << 14;
 /// How far up the graph the inputs of a recomputation are followed; beyond, the search may
 /// not recompute a tensor whose inputs are not resident.
 constexpr int kInputDepth = 2;
@@ -62,10 +64,13 @@ struct Tail {
 
 class TailSearch {
  public:
+  /// `relaxed`: a relaxation of the stage model, for a bound: every way of making room is
+  /// tried, and under kTotal a page-in costs its energy above idle alone (whether a stage
+  /// hides it is not asked).
   TailSearch(const TrainingGraph& graph, int from, uint64_t budget_bytes, AllowedMoves allowed,
-             Objective objective)
+             Objective objective, bool relaxed = false)
       : g_(graph), n_(graph.size()), from_(from), budget_bytes_(static_cast<double>(budget_bytes)),
-        allowed_(allowed), total_(objective == Objective::kTotal) {
+        allowed_(allowed), total_(objective == Objective::kTotal), relaxed_(relaxed) {
     const auto inputs = graph.inputs();
     const auto users = graph.users();
     bit_.assign(static_cast<std::size_t>(n_), -1);
@@ -178,6 +183,33 @@ class TailSearch {
     return std::nullopt;
   }
 
+  /// What the stages from from_ on cost at least, from nothing resident and nothing written
+  /// out (from_ = 0: the whole graph), by a relaxed search (`relaxed`): the cost of the
+  /// cheapest way through where the search ends, else the least estimated total of the
+  /// states it has left open (the estimate never exceeds what is left). nullopt where a way
+  /// of making room was left out, or where no way through exists (no schedule; the caller
+  /// says why elsewhere).
+  std::optional<double> solve_bound(std::chrono::steady_clock::time_point stop_at, std::size_t max_states) {
+    const Key start{from_, 0, 0, -1};
+    reached_.clear();
+    queue_ = {};
+    reached_[start] = {0, {}};
+    queue_.push({estimate_j(start), start});
+    int pops = 0;
+    while (!queue_.empty()) {
+      const auto [f, key] = queue_.top();
+      queue_.pop();
+      const double cost_j = reached_.at(key).cost_j;
+      if (f > cost_j + estimate_j(key) + 1e-15) continue;  // reached more cheaply since
+      if (key.stage == n_) return cost_j;
+      if (reached_.size() > max_states || (++pops % 64 == 0 && std::chrono::steady_clock::now() >= stop_at))
+        return f;
+      expand(key, cost_j);
+      if (left_out_) return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
  private:
   static constexpr Mask kUnreachable = Mask{1} << 63;  // an input the search does not follow
 
@@ -197,7 +229,8 @@ class TailSearch {
     auto charge = [&](double energy_j, double time_s) {
       return total_ ? g_.dynamic_energy_j(energy_j, time_s) : energy_j;
     };
-    return charge(node.pagein_energy_j, node.pagein_time_s) + (total_ ? g_.idle_power_w * node.pagein_time_s : 0.0) +
+    return charge(node.pagein_energy_j, node.pagein_time_s) +
+           (total_ && !relaxed_ ? g_.idle_power_w * node.pagein_time_s : 0.0) +
            ((paged >> k & 1U) ? 0.0 : charge(node.pageout_energy_j, node.pageout_time_s));
   }
   double cheapest_j(int k, Mask paged) const {
@@ -271,8 +304,13 @@ class TailSearch {
     for (int i = c - 1; i >= 0; --i) suffix[i] = suffix[i + 1] + bytes_[candidates[i]];
     // Largest first; a set is minimal when its last (smallest) tensor is what makes it enough.
     int sets = 0;
+    const int max_sets = relaxed_ ? kMaxRelaxedDropSets : kMaxDropSets;
     std::function<void(int, double, Mask)> drop = [&](int i, double freed, Mask dropped) {
-      for (int j = i; j < c && sets < kMaxDropSets; ++j) {
+      for (int j = i; j < c; ++j) {
+        if (sets >= max_sets) {
+          left_out_ = true;
+          return;
+        }
         if (freed + suffix[j] + 1e-9 < over) return;
         const double now = freed + bytes_[candidates[j]];
         const Mask set = dropped | Mask{1} << candidates[j];
@@ -329,6 +367,8 @@ class TailSearch {
   double budget_bytes_;
   AllowedMoves allowed_;
   bool total_;
+  bool relaxed_;
+  bool left_out_ = false;  ///< with_room() left a way of making room out
   std::vector<int> tensors_, bit_;
   std::vector<double> bytes_, recreate_j_;
   std::vector<Mask> inputs_, needed_, useful_, working_, live_, made_before_;
@@ -485,6 +525,22 @@ std::optional<StagePlan> replan_tail(const TrainingGraph& graph, const StagePlan
     }
   }
   return best;
+}
+
+std::optional<double> whole_graph_bound_j(const TrainingGraph& graph, uint64_t budget_bytes, AllowedMoves allowed,
+                                          Objective objective, std::chrono::steady_clock::time_point stop_at,
+                                          std::size_t max_states) {
+  TailSearch search(graph, 0, budget_bytes, allowed, objective, true);
+  if (!search.fits()) return std::nullopt;
+  const std::optional<double> extra_j = search.solve_bound(stop_at, max_states);
+  if (!extra_j) return std::nullopt;
+  // One pass, as the search leaves each stage's own node uncharged.
+  const bool total = objective == Objective::kTotal;
+  double one_pass_j = 0;
+  for (const auto& node : graph.nodes)
+    one_pass_j += total ? graph.dynamic_energy_j(node.energy_j, node.time_s) + graph.idle_power_w * node.time_s
+                        : node.energy_j;
+  return one_pass_j + *extra_j;
 }
 
 }  // namespace ergon::planner

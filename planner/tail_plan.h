@@ -32,4 +32,20 @@ std::optional<StagePlan> replan_tail(const TrainingGraph& graph, const StagePlan
                                      double deadline_s, AllowedMoves allowed, Objective objective,
                                      std::chrono::steady_clock::time_point stop_at);
 
+/// A lower bound on the energy of any stage plan of a small graph (under 64 nodes) within
+/// `budget_bytes`: the tail search over every stage from nothing resident, relaxed so that
+/// it can only undercharge. Every way of making room is tried, a page-out is charged once,
+/// at its tensor's first page-in, and under kTotal a transfer costs its energy above idle
+/// alone (a stage lasts at least its computes, so a recomputation's time at idle power
+/// counts in full; whether a stage hides a transfer is not asked). Where the search ends
+/// this is the optimum of that relaxation; stopped at `stop_at` or `max_states`, the least
+/// estimated total of what it left open. The deadline and a stash budget are left out.
+/// On the MLP on the TX2 at half of store-all under poet it is the plan's energy: the plan is
+/// optimal, which the memory bound (3.7 % below) cannot show.
+/// nullopt for larger graphs, where a way of making room had to be left out, or where no
+/// schedule exists.
+std::optional<double> whole_graph_bound_j(const TrainingGraph& graph, uint64_t budget_bytes, AllowedMoves allowed,
+                                          Objective objective, std::chrono::steady_clock::time_point stop_at,
+                                          std::size_t max_states);
+
 }  // namespace ergon::planner

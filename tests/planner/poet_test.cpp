@@ -364,11 +364,13 @@ class CrashingSolver : public MilpSolver {
 };
 
 TEST(PoetMilp, ProgressNamesEachPhaseInOrderWithTheBestPlanAndBoundKnown) {
-  const auto g = build_training_graph(random_forward(6, 8, false), LinearCosts());
+  // 32 ops, 65 nodes: past what the whole-graph bound holds, so neither bound proves the
+  // greedy plan and every phase runs.
+  const auto g = build_training_graph(random_forward(32, 8, false), LinearCosts());
   const uint64_t lo = g.min_working_set_bytes();
   PlanRequest req = request(lo + (g.store_all_peak_bytes() - lo) / 4, std::numeric_limits<double>::infinity());
   req.relative_gap = 1e-9;  // the greedy plan alone does not prove this: every phase runs
-  req.time_limit_s = 5;
+  req.time_limit_s = 2;
   std::vector<SolveProgress> seen;
   req.progress = [&](const SolveProgress& p) { seen.push_back(p); };
   auto solver = make_cbc_solver();
@@ -418,9 +420,9 @@ TEST(PoetMilp, ProgressShowsTheGreedySearchsCheaperPlansAsItFindsThem) {
 }
 
 TEST(PoetMilp, ASolverCrashKeepsTheGreedyScheduleAndSaysSo) {
-  // A graph and budget where the memory bound does not prove the greedy plan optimal, so
-  // the solver is called.
-  const auto g = build_training_graph(random_forward(6, 8, false), LinearCosts());
+  // A graph and budget where no bound proves the greedy plan optimal, so the solver is
+  // called (65 nodes: past what the whole-graph bound holds).
+  const auto g = build_training_graph(random_forward(32, 8, false), LinearCosts());
   const uint64_t lo = g.min_working_set_bytes();
   PlanRequest req = request(lo + (g.store_all_peak_bytes() - lo) / 4,
                             std::numeric_limits<double>::infinity());

@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <string>
 
+#include "brute_force.h"
+#include "planner/bounds.h"
 #include "planner/graph_json.h"
 #include "planner/schedule.h"
 #include "planner/stage_plan.h"
@@ -134,6 +137,46 @@ TEST(ReplanTail, ReturnsOnlyValidCheaperPlansOnRandomGraphs) {
   }
   EXPECT_GT(tried, 60);
   EXPECT_GT(improved, 0);
+}
+
+// The whole-graph bound is a relaxation of the stage model: never above the exhaustive
+// optimum, or the planner would call a poor plan optimal; and, seeing every moment at once,
+// often at it, and above the memory bound (one moment at a time) on graphs whose outputs
+// die early.
+TEST(WholeGraphBound, NeverExceedsTheExhaustiveOptimumAndOftenMeetsIt) {
+  int cases = 0, met = 0, above_memory_bound = 0;
+  for (uint32_t seed = 1; seed <= 12; ++seed)
+    for (Objective objective : {Objective::kPoet, Objective::kTotal}) {
+      const ForwardGraph forward = seed % 2 == 0 ? random_forward(3, seed, true) : testing::random_forward_mixed_saves(4, seed);
+      const auto g = objective == Objective::kPoet ? build_training_graph(forward, LinearCosts())
+                                                   : build_training_graph(forward, CostsWithIdle());
+      const uint64_t lo = g.min_working_set_bytes();
+      const uint64_t hi = g.store_all_peak_bytes();
+      for (int step = 0; step <= 6; ++step) {
+        const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 6;
+        const double truth_j =
+            testing::BruteForce(g, budget, std::numeric_limits<double>::infinity(), objective).min_energy();
+        if (std::isinf(truth_j)) continue;
+        SCOPED_TRACE("seed " + std::to_string(seed) + " budget " + std::to_string(budget));
+        const auto bound_j = whole_graph_bound_j(g, budget, {}, objective, in_seconds(10), 1'000'000);
+        ASSERT_TRUE(bound_j);
+        EXPECT_LE(*bound_j, truth_j * (1 + 1e-9));
+        ++cases;
+        if (*bound_j >= truth_j * (1 - 1e-9)) ++met;
+        if (*bound_j > memory_lower_bound_j(g, budget, objective) * (1 + 1e-9)) ++above_memory_bound;
+      }
+    }
+  // 158 cases; at the optimum in 96, above the memory bound in 22.
+  EXPECT_GE(cases, 150);
+  EXPECT_GE(met, 90);
+  EXPECT_GE(above_memory_bound, 20);
+}
+
+// Graphs it cannot hold get no bound rather than a wrong one.
+TEST(WholeGraphBound, GivesNoneForAGraphOf64NodesOrMore) {
+  const auto g = read_graph_json(std::filesystem::path(ERGON_TEST_DATA_DIR) / "graphs" / "resnet18_cifar_pi4.json");
+  ASSERT_GE(g.size(), 64);
+  EXPECT_FALSE(whole_graph_bound_j(g, g.store_all_peak_bytes() / 2, {}, Objective::kPoet, in_seconds(10), 1000));
 }
 
 }  // namespace
