@@ -165,22 +165,9 @@ class TailSearch {
       if (plan.ssd[from_][x]) start.paged |= Mask{1} << k;
     }
     start.ram &= useful_[from_];
-    reached_.clear();
-    queue_ = {};
-    reached_[start] = {0, {}};
-    queue_.push({estimate_j(start), start});
-    int pops = 0;
-    while (!queue_.empty()) {
-      const auto [f, key] = queue_.top();
-      queue_.pop();
-      const double cost_j = reached_.at(key).cost_j;
-      if (f > cost_j + estimate_j(key) + 1e-15) continue;  // reached more cheaply since
-      if (key.stage == n_) return Tail{start, path(start, key)};
-      if (reached_.size() > kMaxStates || (++pops % 64 == 0 && std::chrono::steady_clock::now() >= stop_at))
-        return std::nullopt;
-      expand(key, cost_j);
-    }
-    return std::nullopt;
+    const std::optional<Outcome> end = search(start, stop_at, kMaxStates);
+    if (!end || !end->done) return std::nullopt;
+    return Tail{start, path(start, end->key)};
   }
 
   /// What the stages from from_ on cost at least, from nothing resident and nothing written
@@ -190,7 +177,25 @@ class TailSearch {
   /// of making room was left out, or where no way through exists (no schedule; the caller
   /// says why elsewhere).
   std::optional<double> solve_bound(std::chrono::steady_clock::time_point stop_at, std::size_t max_states) {
-    const Key start{from_, 0, 0, -1};
+    const std::optional<Outcome> end = search({from_, 0, 0, -1}, stop_at, max_states);
+    if (!end) return std::nullopt;
+    return end->total_j;
+  }
+
+ private:
+  static constexpr Mask kUnreachable = Mask{1} << 63;  // an input the search does not follow
+
+  /// Where the best-first search from a start stopped: at the last stage (`done`, `key` the
+  /// state reached, `total_j` its cost), or at the state or time limit (`total_j` the least
+  /// estimated total of the states left open, which the cheapest way through reaches at least).
+  struct Outcome {
+    bool done = false;
+    Key key;
+    double total_j = 0;
+  };
+  /// nullopt where no way through exists, or (relaxed) a way of making room was left out.
+  std::optional<Outcome> search(const Key& start, std::chrono::steady_clock::time_point stop_at,
+                                std::size_t max_states) {
     reached_.clear();
     queue_ = {};
     reached_[start] = {0, {}};
@@ -201,17 +206,14 @@ class TailSearch {
       queue_.pop();
       const double cost_j = reached_.at(key).cost_j;
       if (f > cost_j + estimate_j(key) + 1e-15) continue;  // reached more cheaply since
-      if (key.stage == n_) return cost_j;
+      if (key.stage == n_) return Outcome{true, key, cost_j};
       if (reached_.size() > max_states || (++pops % 64 == 0 && std::chrono::steady_clock::now() >= stop_at))
-        return f;
+        return Outcome{false, key, f};
       expand(key, cost_j);
-      if (left_out_) return std::nullopt;
+      if (relaxed_ && left_out_) return std::nullopt;
     }
     return std::nullopt;
   }
-
- private:
-  static constexpr Mask kUnreachable = Mask{1} << 63;  // an input the search does not follow
 
   double recompute_j(int x) const {
     auto charge = [&](NodeCost c) {

@@ -17,12 +17,11 @@
 
 namespace ergon::planner::testing {
 
-// Checks the bound against the exhaustive optimum on each seed's graph under both objectives,
-// at 7 budgets from the least working set to store-all; returns how many cases it binds
-// (says more than one pass does).
-template <class Forward>
-int bound_cases_below_exhaustive_optimum(uint32_t seeds, const Forward& forward_of_seed) {
-  int binding = 0;
+// Calls `check(g, budget, objective, truth_j)` for each seed's graph under both objectives,
+// at 7 budgets from the least working set to store-all, where a schedule exists; `truth_j`
+// is the exhaustive optimum.
+template <class Forward, class Check>
+void for_each_exhaustive_case(uint32_t seeds, const Forward& forward_of_seed, const Check& check) {
   for (uint32_t seed = 1; seed <= seeds; ++seed) {
     for (Objective objective : {Objective::kPoet, Objective::kTotal}) {
       const ForwardGraph forward = forward_of_seed(seed);
@@ -32,15 +31,26 @@ int bound_cases_below_exhaustive_optimum(uint32_t seeds, const Forward& forward_
       const uint64_t hi = g.store_all_peak_bytes();
       for (int step = 0; step <= 6; ++step) {
         const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 6;
-        const double truth = BruteForce(g, budget, std::numeric_limits<double>::infinity(), objective).min_energy();
-        if (std::isinf(truth)) continue;
-        const double bound = memory_lower_bound_j(g, budget, objective);
+        const double truth_j = BruteForce(g, budget, std::numeric_limits<double>::infinity(), objective).min_energy();
+        if (std::isinf(truth_j)) continue;
         SCOPED_TRACE("seed " + std::to_string(seed) + " budget " + std::to_string(budget));
-        EXPECT_LE(bound, truth * (1 + 1e-9));
-        if (bound > g.single_pass_energy_j() * (1 + 1e-6)) ++binding;
+        check(g, budget, objective, truth_j);
       }
     }
   }
+}
+
+// Checks the memory bound against the exhaustive optimum (for_each_exhaustive_case);
+// returns how many cases it binds (says more than one pass does).
+template <class Forward>
+int bound_cases_below_exhaustive_optimum(uint32_t seeds, const Forward& forward_of_seed) {
+  int binding = 0;
+  for_each_exhaustive_case(seeds, forward_of_seed,
+                           [&](const TrainingGraph& g, uint64_t budget, Objective objective, double truth_j) {
+                             const double bound = memory_lower_bound_j(g, budget, objective);
+                             EXPECT_LE(bound, truth_j * (1 + 1e-9));
+                             if (bound > g.single_pass_energy_j() * (1 + 1e-6)) ++binding;
+                           });
   return binding;
 }
 

@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "brute_force.h"
+#include "bound_checks.h"
 #include "planner/bounds.h"
 #include "planner/graph_json.h"
 #include "planner/schedule.h"
@@ -145,27 +145,19 @@ TEST(ReplanTail, ReturnsOnlyValidCheaperPlansOnRandomGraphs) {
 // die early.
 TEST(WholeGraphBound, NeverExceedsTheExhaustiveOptimumAndOftenMeetsIt) {
   int cases = 0, met = 0, above_memory_bound = 0;
-  for (uint32_t seed = 1; seed <= 12; ++seed)
-    for (Objective objective : {Objective::kPoet, Objective::kTotal}) {
-      const ForwardGraph forward = seed % 2 == 0 ? random_forward(3, seed, true) : testing::random_forward_mixed_saves(4, seed);
-      const auto g = objective == Objective::kPoet ? build_training_graph(forward, LinearCosts())
-                                                   : build_training_graph(forward, CostsWithIdle());
-      const uint64_t lo = g.min_working_set_bytes();
-      const uint64_t hi = g.store_all_peak_bytes();
-      for (int step = 0; step <= 6; ++step) {
-        const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 6;
-        const double truth_j =
-            testing::BruteForce(g, budget, std::numeric_limits<double>::infinity(), objective).min_energy();
-        if (std::isinf(truth_j)) continue;
-        SCOPED_TRACE("seed " + std::to_string(seed) + " budget " + std::to_string(budget));
+  testing::for_each_exhaustive_case(
+      12,
+      [](uint32_t seed) {
+        return seed % 2 == 0 ? random_forward(3, seed, true) : testing::random_forward_mixed_saves(4, seed);
+      },
+      [&](const TrainingGraph& g, uint64_t budget, Objective objective, double truth_j) {
         const auto bound_j = whole_graph_bound_j(g, budget, {}, objective, in_seconds(10), 1'000'000);
         ASSERT_TRUE(bound_j);
         EXPECT_LE(*bound_j, truth_j * (1 + 1e-9));
         ++cases;
         if (*bound_j >= truth_j * (1 - 1e-9)) ++met;
         if (*bound_j > memory_lower_bound_j(g, budget, objective) * (1 + 1e-9)) ++above_memory_bound;
-      }
-    }
+      });
   // 158 cases; at the optimum in 96, above the memory bound in 22.
   EXPECT_GE(cases, 150);
   EXPECT_GE(met, 90);
