@@ -166,7 +166,6 @@ TEST(MlpTx2, IsProvenOptimalUnderPoetByTheWholeGraphBound) {
   EXPECT_EQ(r.status, ModelStatus::kOptimal);
   EXPECT_LE(r.gap, 1e-9);
   EXPECT_LT(memory_lower_bound_j(mlp, req.budget_bytes, Objective::kPoet), 0.97 * r.objective_j);
-  EXPECT_LT(r.solve_time_s, 5.0);
 }
 
 }  // namespace
