@@ -279,6 +279,15 @@ class Knapsack {
 
 }  // namespace
 
+double one_pass_j(const TrainingGraph& graph, Objective objective) {
+  double sum_j = 0;
+  for (const auto& node : graph.nodes)
+    sum_j += objective == Objective::kTotal
+                 ? graph.dynamic_energy_j(node.energy_j, node.time_s) + graph.idle_power_w * node.time_s
+                 : node.energy_j;
+  return sum_j;
+}
+
 double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
                             Objective objective, AllowedMoves allowed, bool stage_overlap) {
   const int n = graph.size();
@@ -330,8 +339,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
       page_j[i] = transfer_j(node.pageout_energy_j, node.pageout_time_s) +
                   transfer_j(node.pagein_energy_j, node.pagein_time_s);
   }
-  double one_pass_j = 0;
-  for (const auto& node : graph.nodes) one_pass_j += compute_j({node.time_s, node.energy_j}, 1.0);
+  const double one_pass = one_pass_j(graph, objective);
 
   // last_use[i]: the last consumer of i's output (i itself when nothing consumes it).
   std::vector<int> last_use(static_cast<std::size_t>(n));
@@ -555,7 +563,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   // Starting from what the first scan found, a moment's knapsack is bounded both ways only
   // where that could raise the answer.
   if (!forced.empty()) worst_extra_j = scan(true, false, worst_extra_j);
-  return one_pass_j + worst_extra_j;
+  return one_pass + worst_extra_j;
 }
 
 }  // namespace ergon::planner

@@ -8,6 +8,11 @@
 
 namespace ergon::planner {
 
+/// One pass over `graph`, every node once, as `objective` measures energy: under
+/// Objective::kTotal each node's energy above idle plus idle power over its time. The floor
+/// every bound here starts from.
+double one_pass_j(const TrainingGraph& graph, Objective objective);
+
 /// A lower bound on the energy of any schedule of `graph` within `budget_bytes` of
 /// activation memory, as `objective` measures it: one pass, plus, at the stage where memory
 /// is shortest, the cheapest way to make up the shortfall.

@@ -477,10 +477,9 @@ constexpr double kGreedyGiveUpShare = 0.8;
 constexpr double kSearchShareWithoutMilp = 0.85;
 /// The share of the limit replan_tail() may take after the greedy search.
 constexpr double kTailShare = 0.1;
-/// whole_graph_bound_j(): graphs it can hold, and the time and states it may take. Those it
+/// whole_graph_bound_j() (graphs under 64 nodes): the time and states it may take. Those it
 /// ends on end fast (the MLP: 0.2 s); bert-tiny (55 nodes) does not end in 5,000,000 states,
 /// and what it proves there is below the memory bound.
-constexpr int kWholeGraphMaxNodes = 64;
 constexpr double kWholeGraphShare = 0.05;
 constexpr double kWholeGraphMaxS = 1.0;
 constexpr std::size_t kWholeGraphMaxStates = 250'000;
@@ -919,15 +918,12 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
   // every moment at once (the MLP on the TX2 at 50 % under poet: its plan proven optimal,
   // where the memory bound leaves 3.7 %). After the baselines, which answer where the
   // memory bound proves one of them (the MLP elsewhere, in milliseconds).
-  if (graph.size() < kWholeGraphMaxNodes) {
-    const double limit_s = std::min(kWholeGraphShare * req.time_limit_s, kWholeGraphMaxS);
-    const auto stop_at = std::chrono::steady_clock::now() +
-                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                             std::chrono::duration<double>(limit_s));
-    if (const auto whole_j =
-            whole_graph_bound_j(graph, req.budget_bytes, req.allowed, req.objective, stop_at, kWholeGraphMaxStates))
-      memory_bound_j = std::max(memory_bound_j, *whole_j);
-  }
+  const auto whole_stop_at = std::chrono::steady_clock::now() +
+                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
+                                std::min(kWholeGraphShare * req.time_limit_s, kWholeGraphMaxS)));
+  if (const auto whole_j = whole_graph_bound_j(graph, req.budget_bytes, req.allowed, req.objective, whole_stop_at,
+                                               kWholeGraphMaxStates))
+    memory_bound_j = std::max(memory_bound_j, *whole_j);
   PlanResult found = search_poet(graph, request, solver, start, memory_bound_j, seeds, cheapest);
   if (!request.baseline_may_answer || !cheapest || (found.schedule && found.objective_j <= cheapest->objective_j) ||
       found.status == ModelStatus::kInfeasible)

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "planner/bounds.h"
+
 namespace ergon::planner {
 namespace {
 
@@ -536,13 +538,7 @@ std::optional<double> whole_graph_bound_j(const TrainingGraph& graph, uint64_t b
   if (!search.fits()) return std::nullopt;
   const std::optional<double> extra_j = search.solve_bound(stop_at, max_states);
   if (!extra_j) return std::nullopt;
-  // One pass, as the search leaves each stage's own node uncharged.
-  const bool total = objective == Objective::kTotal;
-  double one_pass_j = 0;
-  for (const auto& node : graph.nodes)
-    one_pass_j += total ? graph.dynamic_energy_j(node.energy_j, node.time_s) + graph.idle_power_w * node.time_s
-                        : node.energy_j;
-  return one_pass_j + *extra_j;
+  return one_pass_j(graph, objective) + *extra_j;  // the search leaves each stage's own node uncharged
 }
 
 }  // namespace ergon::planner
