@@ -333,11 +333,14 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
 
   constexpr double kNever = std::numeric_limits<double>::infinity();
   std::vector<double> page_j(static_cast<std::size_t>(n), kNever);  // energy above idle
+  // A page-in alone: a tensor paged in twice is paged out once.
+  std::vector<double> page_in_j(static_cast<std::size_t>(n), kNever);
   for (int i = 0; i < n; ++i) {
     const auto& node = graph.nodes[i];
-    if (allowed.paging)
-      page_j[i] = transfer_j(node.pageout_energy_j, node.pageout_time_s) +
-                  transfer_j(node.pagein_energy_j, node.pagein_time_s);
+    if (allowed.paging) {
+      page_in_j[i] = transfer_j(node.pagein_energy_j, node.pagein_time_s);
+      page_j[i] = transfer_j(node.pageout_energy_j, node.pageout_time_s) + page_in_j[i];
+    }
   }
   const double one_pass = one_pass_j(graph, objective);
 
@@ -440,10 +443,42 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   struct Forced {
     int node = 0;
     int moment = 0;
+    int last_moment = 0;  ///< the last moment of the window at which it is certain to be away
     int after = 0;  ///< the last read before the moment (or the tensor's own stage)
     int until = 0;  ///< the next read after it
   };
   std::vector<Forced> forced;
+  // A forced tensor and the live output taken with it (paired[] each other's, -1 none), the
+  // paths to the forced one through dead outputs, and the dead outputs' chains with it away.
+  std::vector<int> paired(static_cast<std::size_t>(n), -1);
+  std::vector<int> pair_k;
+  std::vector<double> via(static_cast<std::size_t>(n));
+  std::vector<std::vector<Point>> without_k(static_cast<std::size_t>(n));
+  std::vector<Point> both;
+  // via[d]: the paths from output d to output k through dead outputs, at moment t.
+  auto paths_to = [&](int k, int t) {
+    for (int d = 0; d < t; ++d) {
+      via[d] = 0;
+      if (d == k || (group[d] != kDead && group[d] != kLive)) continue;
+      for (int j : inputs[d]) via[d] += j == k ? 1.0 : group[j] == kDead ? via[j] : 0.0;
+    }
+  };
+  // Whether output i is certain to be away at some moment of the window between reads that
+  // holds moment t: its absence at t costs nothing more.
+  auto in_forced_window = [&](int i, int t) {
+    return std::any_of(forced.begin(), forced.end(),
+                       [&](const Forced& f) { return f.node == i && f.after < t && t < f.until; });
+  };
+  // What output i's certain re-creation after the moment of its window that holds t costs
+  // at least (0 where it has none).
+  auto certain_in_window = [&](int i, int t, double lambda) {
+    for (const Forced& f : forced)
+      if (f.node == i && f.after < t && t < f.until) {
+        const double recomputed_j = allowed.recompute ? recompute_j(f.node, lambda) : kNever;
+        return std::min(recomputed_j, paged_j(f.node, f.moment, f.until, lambda, 0.0));
+      }
+    return 0.0;
+  };
   // What the forced re-creations cost at least at a weight lambda (mu = 0): each paged
   // (paged_j) or recomputed.
   auto certain_at = [&](double lambda) {
@@ -496,8 +531,10 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
             if (u > t) until = std::min(until, u);
           }
           if (page_j[j] >= kNever && !allowed.recompute) continue;
-          if (std::none_of(forced.begin(), forced.end(), [&](const Forced& f) { return f.node == j && f.until == until; }))
-            forced.push_back({j, t, after, until});
+          const auto same = std::find_if(forced.begin(), forced.end(),
+                                         [&](const Forced& f) { return f.node == j && f.until == until; });
+          if (same == forced.end()) forced.push_back({j, t, t, after, until});
+          else same->last_moment = t;
         }
       }
       for (const auto [lambda, mu, deep] : weights) {
@@ -529,15 +566,96 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
           }
         }
         knapsack.clear();
+        // A tensor certain to be away at a later moment m of its window (`Forced`) and away
+        // now too is present before m only if re-created once more: its certain
+        // re-creation comes after m. A live output whose next read is by m and whose
+        // recomputation needs that tensor (directly or through dead outputs) is taken with it
+        // as one item: freeing both costs the extra re-creation, or the output's page.
+        // ResNet-18's stem: the convolution output is away during the stem's backward pass,
+        // and the ReLU output read there is recomputed from it through the dead batch-norm
+        // output; the two cannot both be away in the forward pass for the ReLU's cost alone.
+        std::fill(paired.begin(), paired.begin() + t, -1);
+        pair_k.clear();
+        if (with_forced && deep && allowed.recompute) {
+          for (const Forced& f : forced) {
+            const int k = f.node;
+            if (group[k] != kLive || paired[k] >= 0 || !(f.after < t && t < f.last_moment)) continue;
+            paths_to(k, t);
+            int partner = -1, count = 0;
+            for (int x = 0; x < t; ++x)
+              if (x != k && group[x] == kLive && paired[x] < 0 && via[x] > 0 && next_read(x, t) <= f.last_moment) {
+                partner = x;
+                ++count;
+              }
+            if (count != 1) continue;
+            paired[k] = partner;
+            paired[partner] = k;
+            pair_k.push_back(k);
+          }
+        }
+        for (int k : pair_k) {
+          const int x = paired[k];
+          paths_to(k, t);
+          const double k_bytes = static_cast<double>(graph.nodes[k].output_bytes);
+          const double x_bytes = static_cast<double>(graph.nodes[x].output_bytes);
+          // k had again before the moment it is away at: paged, or recomputed (its own
+          // inputs taken as at hand), a share on each path to it.
+          const double again_j = std::min(page_in_j[k], recompute_j(k, lambda)) / via[x];
+          for (int d = 0; d < x; ++d) {
+            if (group[d] != kDead || via[d] == 0) continue;
+            const double share = 1.0 / paths[d];
+            const auto& node = graph.nodes[d];
+            options.clear();
+            options.push_back({-static_cast<double>(node.output_bytes) * share, 0.0});
+            if (page_j[d] < kNever) options.push_back({0.0, (page_j[d] + mu * idle_w * node.pageout_time_s) * share});
+            parts.clear();
+            bool direct = false;
+            for (int j : inputs[d]) {
+              if (j == k) direct = true;
+              else if (group[j] == kDead) parts.push_back(via[j] > 0 ? &without_k[j] : &dead_chain[j]);
+            }
+            minkowski_sum({0.0, recompute_j(d, lambda) * share + (direct ? again_j : 0.0)}, parts, scratch, options);
+            lower_chain(options, without_k[d]);
+            coarsen(without_k[d]);
+          }
+          options.clear();
+          options.push_back({k_bytes, 0.0});  // k alone: away now at no cost (its one re-creation is certain)
+          // x alone, k kept for its recomputation.
+          const double paged_x_j = paged_j(x, t, next_read(x, t), lambda, mu);
+          if (paged_x_j < kNever) options.push_back({x_bytes, paged_x_j});
+          parts.clear();
+          for (int j : inputs[x])
+            if (group[j] == kDead) parts.push_back(&dead_chain[j]);
+          minkowski_sum({x_bytes, recompute_j(x, lambda)}, parts, scratch, options);
+          // Both away: x paged, or recomputed with k had again.
+          both.clear();
+          if (paged_x_j < kNever) both.push_back({x_bytes + k_bytes, paged_x_j});
+          parts.clear();
+          bool direct = false;
+          for (int j : inputs[x]) {
+            if (j == k) direct = true;
+            else if (group[j] == kDead) parts.push_back(via[j] > 0 ? &without_k[j] : &dead_chain[j]);
+          }
+          minkowski_sum({x_bytes + k_bytes, recompute_j(x, lambda) + (direct ? again_j : 0.0)}, parts, scratch, both);
+          // x certain to be away itself: its one re-creation (the cheaper of its page and its
+          // recomputation alone) is charged already, so that much comes off each way, and x
+          // alone costs nothing more.
+          if (in_forced_window(x, t)) {
+            const double certain_x_j = certain_in_window(x, t, lambda);
+            options.push_back({x_bytes, 0.0});
+            for (Point& p : both) p.cost_j = std::max(0.0, p.cost_j - certain_x_j);
+          }
+          options.insert(options.end(), both.begin(), both.end());
+          const std::size_t hull_from = knapsack.hull.size();
+          append_hull_segments(options, knapsack.hull);
+          knapsack.add(options, hull_from, false);
+        }
         for (int i = 0; i < t; ++i) {
-          if (group[i] != kLive) continue;
+          if (group[i] != kLive || paired[i] >= 0) continue;
           const auto& node = graph.nodes[i];
           const double bytes = static_cast<double>(node.output_bytes);
           options.clear();
-          if (with_forced && std::any_of(forced.begin(), forced.end(), [&](const Forced& f) {
-                return f.node == i && f.after < t && t < f.until;
-              }))
-            options.push_back({bytes, 0.0});
+          if (with_forced && in_forced_window(i, t)) options.push_back({bytes, 0.0});
           if (const double cost_j = paged_j(i, t, next_read(i, t), lambda, mu); cost_j < kNever)
             options.push_back({bytes, cost_j});
           if (allowed.recompute) {

@@ -32,7 +32,12 @@ double one_pass_j(const TrainingGraph& graph, Objective objective);
 /// kept, a few tensors deep. A tensor certain to be away at some moment (the other live
 /// outputs there are fewer bytes than the shortfall) is re-created once after it whatever
 /// else happens: every moment's knapsack adds that cost, and frees the tensor at no cost in
-/// the moments of the same window between its reads.
+/// the moments of the same window between its reads. Such a tensor, away at a moment before
+/// that, is present there again only by one more re-creation: a live output whose next read
+/// falls before its certain absence and whose recomputation needs it (through dead outputs)
+/// is taken with it as one item, the two away together costing that extra re-creation or the
+/// output's page (ResNet-18's stem: its convolution output, and the ReLU output recomputed
+/// from it through the batch norm).
 /// It takes milliseconds (DenseNet-121: 60 ms under poet) and, unlike the MILP's LP
 /// relaxation, does not weaken when recomputation is fractional.
 ///
