@@ -3,6 +3,9 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "bound_checks.h"
 #include "brute_force.h"
@@ -24,6 +27,23 @@ using testing::LinearCosts;
 using testing::random_forward;
 
 constexpr double kNoDeadline = std::numeric_limits<double>::infinity();
+
+// Appends an op to `f`: its backward pass costs twice its forward FLOPs; a linear op has 4 KiB
+// of parameters.
+void add_op(ForwardGraph& f, std::string name, std::string kind, std::vector<int> inputs, uint64_t flops,
+            uint64_t kib, bool saves_inputs, bool saves_output) {
+  ForwardOp op;
+  op.name = std::move(name);
+  op.op = std::move(kind);
+  op.inputs = std::move(inputs);
+  op.forward_flops = flops;
+  op.backward_flops = 2 * flops;
+  op.output_bytes = kib * 1024;
+  op.param_bytes = op.op == "linear" ? 4096 : 0;
+  op.backward_needs_inputs = saves_inputs;
+  op.backward_needs_output = saves_output;
+  f.ops.push_back(op);
+}
 
 // A bound above the true optimum would let the planner call a poor schedule optimal.
 TEST(MemoryBound, NeverExceedsTheExhaustiveOptimumOnRandomGraphs) {
@@ -50,17 +70,7 @@ TEST(MemoryBound, ChargesTheProjectionThatRecomputedSlicesNeed) {
   f.input_bytes = 1024;
   auto add = [&](std::string name, std::string kind, std::vector<int> inputs, uint64_t flops, uint64_t kib,
                  bool saves_inputs, bool saves_output) {
-    ForwardOp op;
-    op.name = std::move(name);
-    op.op = std::move(kind);
-    op.inputs = std::move(inputs);
-    op.forward_flops = flops;
-    op.backward_flops = 2 * flops;
-    op.output_bytes = kib * 1024;
-    op.param_bytes = op.op == "linear" ? 4096 : 0;
-    op.backward_needs_inputs = saves_inputs;
-    op.backward_needs_output = saves_output;
-    f.ops.push_back(op);
+    add_op(f, std::move(name), std::move(kind), std::move(inputs), flops, kib, saves_inputs, saves_output);
   };
   add("projection", "linear", {kGraphInput}, 40'000'000, 16, true, false);
   add("bias", "add", {0}, 100'000, 16, false, false);
@@ -127,17 +137,7 @@ TEST(MemoryBound, ChargesTheConvolutionAgainWhereItAndTheReluItFeedsAreBothAway)
   f.input_bytes = 1024;
   auto add = [&](std::string name, std::string kind, std::vector<int> inputs, uint64_t flops, uint64_t kib,
                  bool saves_inputs, bool saves_output) {
-    ForwardOp op;
-    op.name = std::move(name);
-    op.op = std::move(kind);
-    op.inputs = std::move(inputs);
-    op.forward_flops = flops;
-    op.backward_flops = 2 * flops;
-    op.output_bytes = kib * 1024;
-    op.param_bytes = op.op == "linear" ? 4096 : 0;
-    op.backward_needs_inputs = saves_inputs;
-    op.backward_needs_output = saves_output;
-    f.ops.push_back(op);
+    add_op(f, std::move(name), std::move(kind), std::move(inputs), flops, kib, saves_inputs, saves_output);
   };
   add("conv", "linear", {kGraphInput}, 40'000'000, 4, true, false);
   add("bn", "batchnorm", {0}, 100'000, 8, true, false);
