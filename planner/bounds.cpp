@@ -454,7 +454,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   std::vector<int> pair_k;
   std::vector<double> via(static_cast<std::size_t>(n));
   std::vector<std::vector<Point>> without_k(static_cast<std::size_t>(n));
-  std::vector<Point> both;
+  std::vector<Point> both, exact;
   // via[d]: the paths from output d to output k through dead outputs, at moment t.
   auto paths_to = [&](int k, int t) {
     for (int d = 0; d < t; ++d) {
@@ -593,11 +593,40 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
             pair_k.push_back(k);
           }
         }
+        // The first pair whose output is recomputed from one dead output that only it reads,
+        // itself recomputed from the certain tensor alone (conv, batch norm, ReLU), has few
+        // ways, all known: each is tried in turn below (`exact`) rather than taken in part
+        // along a hull, where freeing the certain tensor at no cost and both at the extra
+        // re-creation would blend into a cheap fraction of the ReLU output.
+        exact.clear();
         for (int k : pair_k) {
           const int x = paired[k];
-          paths_to(k, t);
           const double k_bytes = static_cast<double>(graph.nodes[k].output_bytes);
           const double x_bytes = static_cast<double>(graph.nodes[x].output_bytes);
+          const int dead = inputs[x].size() == 1 ? inputs[x][0] : -1;
+          if (exact.empty() && dead >= 0 && group[dead] == kDead && paths[dead] == 1 && inputs[dead].size() == 1 &&
+              inputs[dead][0] == k) {
+            const double d_bytes = static_cast<double>(graph.nodes[dead].output_bytes);
+            const double again_j = std::min(page_in_j[k], recompute_j(k, lambda));
+            const double certain_x_j = in_forced_window(x, t) ? certain_in_window(x, t, lambda) : 0.0;
+            const double paged_x_j = paged_j(x, t, next_read(x, t), lambda, mu);
+            const double x_j = recompute_j(x, lambda);
+            exact.push_back({0.0, 0.0});
+            exact.push_back({k_bytes, 0.0});  // k alone: away now at no cost (its one re-creation is certain)
+            // x away (with k kept, or both away): paged; or recomputed with the dead input kept,
+            // paged, or recomputed from k (kept, or had again).
+            for (const double k_away : {0.0, k_bytes}) {
+              if (paged_x_j < kNever) exact.push_back({x_bytes + k_away, paged_x_j});
+              exact.push_back({x_bytes + k_away - d_bytes, x_j});
+              if (page_j[dead] < kNever) exact.push_back({x_bytes + k_away, x_j + page_j[dead]});
+              exact.push_back({x_bytes + k_away, x_j + recompute_j(dead, lambda) + (k_away > 0 ? again_j : 0.0)});
+            }
+            // x certain to be away itself: its one re-creation is charged already.
+            for (std::size_t w = 2; w < exact.size(); ++w)
+              exact[w].cost_j = std::max(0.0, exact[w].cost_j - certain_x_j);
+            continue;
+          }
+          paths_to(k, t);
           // k had again before the moment it is away at: paged, or recomputed (its own
           // inputs taken as at hand), a share on each path to it.
           const double again_j = std::min(page_in_j[k], recompute_j(k, lambda)) / via[x];
@@ -669,7 +698,17 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
           knapsack.add(options, hull_from, !allowed.recompute || parts.empty());
         }
         const double hidden_j = mu * idle_w * own_sum_s(1, t - 1);
-        const double least_j = knapsack.least_j(shortfall, worst_extra_j + hidden_j - certain_j);
+        double least_j = kNever;
+        if (exact.empty()) {
+          least_j = knapsack.least_j(shortfall, worst_extra_j + hidden_j - certain_j);
+        } else {
+          for (const Point& way : exact)
+            least_j = std::min(least_j, way.cost_j + (shortfall - way.bytes <= 0
+                                                          ? 0.0
+                                                          : knapsack.least_j(shortfall - way.bytes,
+                                                                             worst_extra_j + hidden_j - certain_j -
+                                                                                 way.cost_j)));
+        }
         // Bytes left over when every option is used: no schedule exists (reported elsewhere),
         // or, at lambda < 1, paging is impossible here, which lambda = 1 does not assume.
         if (least_j < kNever) worst_extra_j = std::max(worst_extra_j, certain_j + least_j - hidden_j);
