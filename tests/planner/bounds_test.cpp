@@ -68,16 +68,12 @@ TEST(MemoryBound, ChargesTheProjectionThatRecomputedSlicesNeed) {
   ForwardGraph f;
   f.name = "attention";
   f.input_bytes = 1024;
-  auto add = [&](std::string name, std::string kind, std::vector<int> inputs, uint64_t flops, uint64_t kib,
-                 bool saves_inputs, bool saves_output) {
-    add_op(f, std::move(name), std::move(kind), std::move(inputs), flops, kib, saves_inputs, saves_output);
-  };
-  add("projection", "linear", {kGraphInput}, 40'000'000, 16, true, false);
-  add("bias", "add", {0}, 100'000, 16, false, false);
-  add("q", "slice", {1}, 100'000, 8, false, false);
-  add("k", "slice", {1}, 100'000, 8, false, false);
-  add("scores", "matmul", {2, 3}, 2'000'000, 2, true, false);
-  add("out", "linear", {4}, 2'000'000, 24, true, false);
+  add_op(f, "projection", "linear", {kGraphInput}, 40'000'000, 16, true, false);
+  add_op(f, "bias", "add", {0}, 100'000, 16, false, false);
+  add_op(f, "q", "slice", {1}, 100'000, 8, false, false);
+  add_op(f, "k", "slice", {1}, 100'000, 8, false, false);
+  add_op(f, "scores", "matmul", {2, 3}, 2'000'000, 2, true, false);
+  add_op(f, "out", "linear", {4}, 2'000'000, 24, true, false);
   // Following the add only (the bound before) closed 15 % (poet) and 20 % (total) of the
   // distance from one pass to the optimum over these budgets; following it to the projection
   // closes 62 % and 61 %.
@@ -135,35 +131,24 @@ TEST(MemoryBound, ChargesTheConvolutionAgainWhereItAndTheReluItFeedsAreBothAway)
   ForwardGraph f;
   f.name = "stem";
   f.input_bytes = 1024;
-  auto add = [&](std::string name, std::string kind, std::vector<int> inputs, uint64_t flops, uint64_t kib,
-                 bool saves_inputs, bool saves_output) {
-    add_op(f, std::move(name), std::move(kind), std::move(inputs), flops, kib, saves_inputs, saves_output);
-  };
-  add("conv", "linear", {kGraphInput}, 40'000'000, 4, true, false);
-  add("bn", "batchnorm", {0}, 100'000, 8, true, false);
-  add("relu", "relu", {1}, 100'000, 8, false, true);
-  add("linear", "linear", {2}, 20'000'000, 8, true, false);
-  add("relu2", "relu", {3}, 100'000, 8, false, true);
-  add("fc", "linear", {4}, 2'000'000, 1, true, false);
+  add_op(f, "conv", "linear", {kGraphInput}, 40'000'000, 4, true, false);
+  add_op(f, "bn", "batchnorm", {0}, 100'000, 8, true, false);
+  add_op(f, "relu", "relu", {1}, 100'000, 8, false, true);
+  add_op(f, "linear", "linear", {2}, 20'000'000, 8, true, false);
+  add_op(f, "relu2", "relu", {3}, 100'000, 8, false, true);
+  add_op(f, "fc", "linear", {4}, 2'000'000, 1, true, false);
   // Closed before, at the tightest budget: 72 % (poet) and 62 % (total) of the distance from
   // one pass to the optimum.
-  for (Objective objective : {Objective::kPoet, Objective::kTotal}) {
-    const auto g = objective == Objective::kPoet ? build_training_graph(f, LinearCosts())
-                                                 : build_training_graph(f, CostsWithIdle());
-    const uint64_t lo = g.min_working_set_bytes();
-    const uint64_t hi = g.store_all_peak_bytes();
-    for (int step = 0; step <= 4; ++step) {
-      const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 4;
-      const double truth = BruteForce(g, budget, kNoDeadline, objective).min_energy();
-      const double bound = memory_lower_bound_j(g, budget, objective);
-      SCOPED_TRACE("objective " + to_string(objective) + " budget " + std::to_string(budget));
-      EXPECT_LE(bound, truth * (1 + 1e-9));
-      if (step > 0) continue;
-      const double one_pass_j = g.single_pass_energy_j();
-      const double closed = (bound - one_pass_j) / (truth - one_pass_j);
-      EXPECT_GT(closed, objective == Objective::kPoet ? 0.999 : 0.7);
-    }
-  }
+  testing::for_each_exhaustive_case(
+      1, [&](uint32_t) { return f; },
+      [](const TrainingGraph& g, uint64_t budget, Objective objective, double truth_j) {
+        const double bound = memory_lower_bound_j(g, budget, objective);
+        EXPECT_LE(bound, truth_j * (1 + 1e-9));
+        if (budget != g.min_working_set_bytes()) return;
+        const double one_pass_j = g.single_pass_energy_j();
+        const double closed = (bound - one_pass_j) / (truth_j - one_pass_j);
+        EXPECT_GT(closed, objective == Objective::kPoet ? 0.999 : 0.7) << to_string(objective);
+      });
 }
 
 // Larger graphs than exhaustive search reaches: the MILP's proven optimum is the truth, for
