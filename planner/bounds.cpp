@@ -463,30 +463,23 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
       for (int j : inputs[d]) via[d] += j == k ? 1.0 : group[j] == kDead ? via[j] : 0.0;
     }
   };
-  // Whether output i is certain to be away at some moment of the window between reads that
-  // holds moment t: its absence at t costs nothing more.
-  auto in_forced_window = [&](int i, int t) {
-    return std::any_of(forced.begin(), forced.end(),
-                       [&](const Forced& f) { return f.node == i && f.after < t && t < f.until; });
+  // What a forced re-creation costs at least at a weight lambda (mu = 0): paged (paged_j)
+  // or recomputed.
+  auto forced_j = [&](const Forced& f, double lambda) {
+    const double recomputed_j = allowed.recompute ? recompute_j(f.node, lambda) : kNever;
+    return std::min(recomputed_j, paged_j(f.node, f.moment, f.until, lambda, 0.0));
   };
-  // What output i's certain re-creation after the moment of its window that holds t costs
-  // at least (0 where it has none).
-  auto certain_in_window = [&](int i, int t, double lambda) {
+  // The window between reads holding moment t in which output i is certain to be away at
+  // some moment (its absence at t then costs nothing more), or none.
+  auto window_of = [&](int i, int t) -> const Forced* {
     for (const Forced& f : forced)
-      if (f.node == i && f.after < t && t < f.until) {
-        const double recomputed_j = allowed.recompute ? recompute_j(f.node, lambda) : kNever;
-        return std::min(recomputed_j, paged_j(f.node, f.moment, f.until, lambda, 0.0));
-      }
-    return 0.0;
+      if (f.node == i && f.after < t && t < f.until) return &f;
+    return nullptr;
   };
-  // What the forced re-creations cost at least at a weight lambda (mu = 0): each paged
-  // (paged_j) or recomputed.
+  // What the forced re-creations cost at least, all together.
   auto certain_at = [&](double lambda) {
     double sum_j = 0;
-    for (const Forced& f : forced) {
-      const double recomputed_j = allowed.recompute ? recompute_j(f.node, lambda) : kNever;
-      sum_j += std::min(recomputed_j, paged_j(f.node, f.moment, f.until, lambda, 0.0));
-    }
+    for (const Forced& f : forced) sum_j += forced_j(f, lambda);
     return sum_j;
   };
   // The largest extra energy over the moments and `worst_extra_j`, each weight of `weights` in
@@ -608,7 +601,8 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
               inputs[dead][0] == k) {
             const double d_bytes = static_cast<double>(graph.nodes[dead].output_bytes);
             const double again_j = std::min(page_in_j[k], recompute_j(k, lambda));
-            const double certain_x_j = in_forced_window(x, t) ? certain_in_window(x, t, lambda) : 0.0;
+            const Forced* x_window = window_of(x, t);
+            const double certain_x_j = x_window ? forced_j(*x_window, lambda) : 0.0;
             const double paged_x_j = paged_j(x, t, next_read(x, t), lambda, mu);
             const double x_j = recompute_j(x, lambda);
             exact.push_back({0.0, 0.0});
@@ -669,8 +663,8 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
           // x certain to be away itself: its one re-creation (the cheaper of its page and its
           // recomputation alone) is charged already, so that much comes off each way, and x
           // alone costs nothing more.
-          if (in_forced_window(x, t)) {
-            const double certain_x_j = certain_in_window(x, t, lambda);
+          if (const Forced* x_window = window_of(x, t)) {
+            const double certain_x_j = forced_j(*x_window, lambda);
             options.push_back({x_bytes, 0.0});
             for (Point& p : both) p.cost_j = std::max(0.0, p.cost_j - certain_x_j);
           }
@@ -684,7 +678,7 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
           const auto& node = graph.nodes[i];
           const double bytes = static_cast<double>(node.output_bytes);
           options.clear();
-          if (with_forced && in_forced_window(i, t)) options.push_back({bytes, 0.0});
+          if (with_forced && window_of(i, t)) options.push_back({bytes, 0.0});
           if (const double cost_j = paged_j(i, t, next_read(i, t), lambda, mu); cost_j < kNever)
             options.push_back({bytes, cost_j});
           if (allowed.recompute) {
