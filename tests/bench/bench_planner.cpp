@@ -60,8 +60,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "app/plan.h"
 #include "planner/baselines.h"
@@ -236,7 +239,17 @@ const bool registered = [] {
     a.model = entry.name;
     sources.emplace_back(entry.name, a);
   }
+  // Every export of the corpus, each with the data input its manifest names where it lists the
+  // file: vit_b_16_inputs.onnx takes its class token and position embedding as graph inputs
+  // that no op reads as a weight, and the importer rightly refuses to guess (ergon plan
+  // --onnx-input input, as scripts/onnx_corpus_table.sh passes).
   const std::filesystem::path corpus = std::filesystem::path(ERGON_TEST_DATA_DIR) / "onnx";
+  std::map<std::string, std::string> data_input;
+  if (std::ifstream manifest{corpus / "manifest.json"}) {
+    const nlohmann::json listed = nlohmann::json::parse(manifest);
+    for (const auto& m : listed.at("models"))
+      data_input[m.at("file").get<std::string>()] = m.at("data_input").get<std::string>();
+  }
   std::vector<std::filesystem::path> files;
   if (std::filesystem::is_directory(corpus))
     for (const auto& entry : std::filesystem::directory_iterator(corpus))
@@ -245,6 +258,7 @@ const bool registered = [] {
   for (const auto& file : files) {
     app::PlanArgs a;
     a.onnx_file = file.string();
+    if (const auto it = data_input.find(file.filename().string()); it != data_input.end()) a.onnx_inputs = {it->second};
     sources.emplace_back(file.filename().string(), a);
   }
   for (const char* board : {"pi4", "tx2", "nrf52840"})
