@@ -603,7 +603,7 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
   // warm start and what is returned if the solver finds nothing better.
   // Local search gets half the time limit (within 0.2 to 30 s; past kMaxMilpNodes, where no
   // MILP follows, kSearchShareWithoutMilp of it), and stops once the bound
-  // proves the gap or a whole round of its moves changes nothing. Past 130 nodes or so the
+  // proves the gap or its kicks find nothing cheaper (stage_plan.h). Past 130 nodes or so the
   // LP relaxation does not finish within a 10 s limit (ResNet-18 CIFAR's takes over 45 s),
   // so the time the local search does not use is all the MILP gets to do anything with;
   // on ResNet-50 (Pi 4, 30 %) a fifth left a 2.30 % gap that half brings to 1.74 %.

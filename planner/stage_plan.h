@@ -244,9 +244,10 @@ struct MemoryBudget {
 /// either by recomputing it where it is needed (with whatever it needs that is not resident)
 /// or by paging it out and back in, until every stage fits `budget` (and the stash its
 /// own); then undoes each change that is no longer needed, and searches locally (each change
-/// swapped for another, or undone and the excess repaired) for up to `search_time_s`, or
-/// until the plan's energy is at most `good_enough_j`. Measures plans as `objective` does,
-/// deadline included.
+/// swapped for another, or undone and the excess repaired), then kicks the best plan (a few
+/// changes at random, repaired and searched again; iterated local search), for up to
+/// `search_time_s` in all, or until the plan's energy is at most `good_enough_j`. Measures
+/// plans as `objective` does, deadline included.
 /// nullopt when it finds no plan, which does not prove that none exists, and when finding
 /// one would take longer than `give_up_s` (each candidate bridge measured re-derives the
 /// whole plan; past 160 nodes they are measured lazily, the most promising first).

@@ -184,16 +184,21 @@ TEST(GreedyStagePlan, RecomputesADenseBlocksConcatenationsFromTheFeaturesItKeeps
 
 // The same on real costs: the stem and layer1 of the zoo's ResNet-18 CIFAR on the Pi 4's
 // published profile (tests/data/graphs/README.md), 50 % of store-all, POET's objective.
-// Before, the search ended at 1.04518 J; CBC, given 370 s, finds 0.98218 J.
-TEST(GreedyStagePlan, OnAResnetLayerOfThePi4RecomputesRatherThanPagesTwice) {
-  const auto g = read_graph_json(std::filesystem::path(ERGON_TEST_DATA_DIR) / "graphs" /
-                                 "resnet18_cifar_pi4_stem_layer1.json");
+// CBC, given 370 s, finds 0.98218 J, and its bound proves that optimal. The local search
+// ended at 1.04518 J, then at 1.01606 J: the optimum pages another tensor than the two it
+// paged and recomputes a chain of gradients, two changes away. The kicks find it.
+TEST(GreedyStagePlan, OnAResnetLayerOfThePi4FindsThePlanCbcProvesOptimal) {
+  const std::filesystem::path dir = std::filesystem::path(ERGON_TEST_DATA_DIR) / "graphs";
+  const auto g = read_graph_json(dir / "resnet18_cifar_pi4_stem_layer1.json");
   const uint64_t budget = g.store_all_peak_bytes() / 2;
+  std::ifstream file(dir / "resnet18_cifar_pi4_stem_layer1_cbc_50pct.es", std::ios::binary);
+  const ScheduleReport cbc = simulate(g, decode_schedule({std::istreambuf_iterator<char>(file), {}}), budget);
+  ASSERT_TRUE(cbc.valid) << cbc.error;
   const auto plan = greedy_stage_plan(g, budget, 1e9, {}, std::numeric_limits<double>::infinity());
   ASSERT_TRUE(plan);
   expect_plan_holds(g, *plan, budget);
   RecordProperty("energy_j", std::to_string(evaluate_stage_plan(g, *plan).energy_j));
-  EXPECT_LT(evaluate_stage_plan(g, *plan).energy_j, 1.02);
+  EXPECT_LE(evaluate_stage_plan(g, *plan).energy_j, cbc.energy_j * (1 + 1e-9));
 }
 
 // The whole ResNet-18 CIFAR on the Pi 4's published profile (tests/data/graphs/README.md) at
