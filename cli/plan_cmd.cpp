@@ -229,7 +229,7 @@ int print_plan_text(const PlanArgs& args, const app::PlanOutcome& o, const PlanO
     out << fmt::format("{} MILP: {} variables ({} binary), {} rows, {} nonzeros; cbc {} thread(s)\n",
                        r.planner, r.variables, r.integers, r.rows, r.nonzeros, args.threads);
   } else if (r.schedule && r.note.empty() && (r.planner == "poet" || r.planner == "checkmate" || r.planner == "paging")) {
-    out << r.planner << ": the greedy plan is within the gap of one pass's energy; no MILP needed\n";
+    out << r.planner << ": the plan is proven within the gap by the bound; no MILP needed\n";
   }
   if (!r.schedule) {
     std::cerr << "ergon: " << r.why << "\n";

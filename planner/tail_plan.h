@@ -23,7 +23,9 @@ namespace ergon::planner {
 /// tensor dropped where that makes room. It charges compute and transfer energy, and a
 /// page-out once per tensor, at its first page-in. The tail starts 8 stages from the end
 /// and moves 4 stages earlier each time while time is left, the search finishes within its
-/// state limit, and the stages hold at most 63 tensors. Each result is measured as
+/// state limit, and the stages hold at most 63 tensors. It follows a recomputation's inputs
+/// two levels up the graph, then, while time is left, searches the same tails again
+/// following every level that fits. Each result is measured as
 /// `objective` measures plans (evaluate_stage_plan), the deadline and `budget` included, and
 /// kept only where it is cheaper.
 ///
@@ -47,5 +49,20 @@ std::optional<StagePlan> replan_tail(const TrainingGraph& graph, const StagePlan
 std::optional<double> whole_graph_bound_j(const TrainingGraph& graph, uint64_t budget_bytes, AllowedMoves allowed,
                                           Objective objective, std::chrono::steady_clock::time_point stop_at,
                                           std::size_t max_states);
+
+/// whole_graph_bound_j()'s search, with the plan it ends on.
+struct WholeGraphSearch {
+  double bound_j = 0;
+  /// Where the search ended: its cheapest way through, as a stage plan that check_stage_plan()
+  /// accepts and that the stage model and the simulator take within the budget. Under kPoet
+  /// it costs bound_j; under kTotal the stage model charges it the transfer time the
+  /// relaxation leaves out. Neither the deadline nor a stash budget is checked. nullopt where
+  /// the search stopped first, or where its way does not hold as a plan.
+  std::optional<StagePlan> plan;
+};
+std::optional<WholeGraphSearch> whole_graph_search(const TrainingGraph& graph, uint64_t budget_bytes,
+                                                   AllowedMoves allowed, Objective objective,
+                                                   std::chrono::steady_clock::time_point stop_at,
+                                                   std::size_t max_states);
 
 }  // namespace ergon::planner

@@ -276,12 +276,16 @@ TEST(PoetMilp, StoreAllIsReturnedWithoutASolverWhenItFits) {
 
 TEST(PoetMilp, ReportsTheModelSize) {
   // A graph and budget where the memory bound does not prove the greedy plan optimal, so a
-  // model is built.
-  const auto g = build_training_graph(random_forward(4, 8, false), LinearCosts());
+  // model is built: 64 nodes or more, which the whole-graph search does not take (on 4 ops
+  // it proves the plan optimal).
+  const auto g = build_training_graph(random_forward(32, 8, false), LinearCosts());
+  ASSERT_GE(g.size(), 64);
   auto solver = make_cbc_solver();
   const uint64_t lo = g.min_working_set_bytes();
   const uint64_t budget = lo + (g.store_all_peak_bytes() - lo) / 4;
-  const auto r = plan_poet(g, request(budget, 1e9), *solver);
+  PlanRequest req = request(budget, 1e9);
+  req.time_limit_s = 4;  // the model's size is known once it is built
+  const auto r = plan_poet(g, req, *solver);
   EXPECT_GT(r.variables, r.integers);  // U is continuous
   EXPECT_GT(r.integers, 0);
   EXPECT_GT(r.rows, 0);
