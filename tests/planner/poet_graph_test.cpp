@@ -182,7 +182,8 @@ TEST(ResnetStemLayer1, AtFortyFivePercentIsTheWholeGraphSearchsProvenOptimum) {
   req.objective = Objective::kPoet;
   req.budget_bytes = g.store_all_peak_bytes() * 45 / 100;
   req.deadline_s = std::numeric_limits<double>::infinity();
-  req.time_limit_s = 10;
+  // Its answer comes in about 3 s; a slow machine still gets the whole search a quarter.
+  req.time_limit_s = 30;
   req.relative_gap = 1e-3;
   req.threads = 2;
   const PlanResult r = plan_poet(g, req, *solver);
