@@ -477,7 +477,7 @@ constexpr double kGreedyGiveUpShare = 0.8;
 constexpr double kSearchShareWithoutMilp = 0.85;
 /// The share of the limit replan_tail() may take after the greedy search.
 constexpr double kTailShare = 0.1;
-/// whole_graph_bound_j() (graphs under 64 nodes): the time and states it may take. Those it
+/// whole_graph_search() (graphs under 64 nodes): the time and states it may take. Those it
 /// ends on end fast (the MLP: 0.2 s); bert-tiny (55 nodes) does not end in 5,000,000 states,
 /// and what it proves there is below the memory bound.
 constexpr double kWholeGraphShare = 0.05;
@@ -603,7 +603,7 @@ std::optional<uint64_t> smallest_greedy_budget(const TrainingGraph& graph,
 PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, MilpSolver& solver,
                        std::chrono::steady_clock::time_point start, double memory_bound_j,
                        const std::vector<Schedule>& seeds, std::optional<PlanResult> fallback,
-                       std::optional<StagePlan> whole_plan) {
+                       std::optional<StagePlan> whole_plan, bool whole_ended) {
   PlanResult result;
   result.planner = "poet";
   // From here on the budget is what activations may use; messages speak of the user's.
@@ -661,10 +661,10 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
     result.solve_time_s = seconds_since(start);
     return true;
   };
-  // The plan a small graph's whole search ended on: under poet the optimum, proven by the
-  // bound it raised, and the answer at once.
+  // The plan a small graph's whole search ended on: under poet it costs the bound it raised,
+  // and is the answer at once; under total a start the greedy search's plan must beat.
   if (whole_plan && adopt(std::move(*whole_plan))) return result;
-  // The greedy search's plan, where it is cheaper than the one in hand.
+  // A plan found later, where it is cheaper than the one in hand.
   auto adopt_cheaper = [&](StagePlan plan) {
     if (heuristic && evaluate_stage_plan(graph, plan, req.objective).energy_j >= result.objective_j)
       plan = *heuristic;
@@ -693,7 +693,7 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
     // ends, its bound is the relaxation's optimum and its plan, under poet, that optimum.
     const double whole_s =
         std::min(kWholeGraphAgainShare * req.time_limit_s, (1 - kTailShare) * req.time_limit_s - seconds_since(start));
-    if (whole_s > 0 && graph.size() < 64) {
+    if (whole_s > 0 && graph.size() < 64 && !whole_ended) {
       report("whole-graph search");
       const auto found = whole_graph_search(
           graph, req.budget_bytes, req.allowed, req.objective,
@@ -964,13 +964,15 @@ PlanResult plan_poet(const TrainingGraph& graph, const PlanRequest& request, Mil
                             std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(
                                 std::min(kWholeGraphShare * req.time_limit_s, kWholeGraphMaxS)));
   std::optional<StagePlan> whole_plan;
+  bool whole_ended = false;
   if (auto whole = whole_graph_search(graph, req.budget_bytes, req.allowed, req.objective, whole_stop_at,
                                       kWholeGraphMaxStates)) {
     memory_bound_j = std::max(memory_bound_j, whole->bound_j);
+    whole_ended = whole->ended;
     if (whole->plan && meets_request(graph, *whole->plan, req)) whole_plan = std::move(whole->plan);
   }
   PlanResult found =
-      search_poet(graph, request, solver, start, memory_bound_j, seeds, cheapest, std::move(whole_plan));
+      search_poet(graph, request, solver, start, memory_bound_j, seeds, cheapest, std::move(whole_plan), whole_ended);
   if (!request.baseline_may_answer || !cheapest || (found.schedule && found.objective_j <= cheapest->objective_j) ||
       found.status == ModelStatus::kInfeasible)
     return found;

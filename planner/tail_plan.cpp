@@ -189,8 +189,7 @@ class TailSearch {
   /// cheapest way through where the search ends, else the least estimated total of the
   /// states it has left open (the estimate never exceeds what is left). nullopt where a way
   /// of making room was left out, or where no way through exists (no schedule; the caller
-  /// says why elsewhere).
-  /// The same, with the cheapest way through where the search ended.
+  /// says why elsewhere). With it, the cheapest way through where the search ended.
   std::optional<std::pair<double, std::optional<Tail>>> solve_bound(std::chrono::steady_clock::time_point stop_at,
                                                                     std::size_t max_states) {
     const Key start{from_, 0, 0, -1};
@@ -564,6 +563,7 @@ std::optional<WholeGraphSearch> whole_graph_search(const TrainingGraph& graph, u
   const auto found = search.solve_bound(stop_at, max_states);
   if (!found) return std::nullopt;
   WholeGraphSearch out;
+  out.ended = found->second.has_value();
   out.bound_j = one_pass_j(graph, objective) + found->first;  // the search leaves each stage's own node uncharged
   if (found->second) {
     // The relaxation is looser than the stage model and the replay: its way through is kept

@@ -53,6 +53,7 @@ std::optional<double> whole_graph_bound_j(const TrainingGraph& graph, uint64_t b
 /// whole_graph_bound_j()'s search, with the plan it ends on.
 struct WholeGraphSearch {
   double bound_j = 0;
+  bool ended = false;  ///< bound_j is the relaxation's optimum: a longer search finds no more
   /// Where the search ended: its cheapest way through, as a stage plan that check_stage_plan()
   /// accepts and that the stage model and the simulator take within the budget. Under kPoet
   /// it costs bound_j; under kTotal the stage model charges it the transfer time the
