@@ -29,12 +29,19 @@
 
 namespace ergon::planner::testing {
 
+/// What a schedule may hold, page out and page in across a stage: what a later stage reads;
+/// or that and, up the graph, the inputs of those, for a later recomputation of them. The
+/// wider search finds schedules the narrower one misses (a 4-op graph with mixed saves at
+/// 19,456 B: 0.077 J against 0.103 J, holding an input to recompute a gradient), and takes
+/// 100 times longer on those graphs.
+enum class Holds { kWhatALaterStageReads, kAlsoTheirInputs };
+
 class BruteForce {
  public:
   BruteForce(const TrainingGraph& g, uint64_t budget, double deadline_s,
-             Objective objective = Objective::kPoet)
+             Objective objective = Objective::kPoet, Holds holds = Holds::kWhatALaterStageReads)
       : g_(g), n_(g.size()), budget_(budget), deadline_(deadline_s),
-        total_(objective == Objective::kTotal) {
+        total_(objective == Objective::kTotal), holds_(holds) {
     in_ = g.inputs();
     users_ = g.users();
   }
@@ -91,6 +98,16 @@ class BruteForce {
     uint32_t future = 0;  // tensors someone after stage t still needs
     for (int i = 0; i <= t; ++i)
       if (needed_after(i, t)) future |= 1U << i;
+    for (bool grew = holds_ == Holds::kAlsoTheirInputs; grew;) {  // and what they are made from
+      grew = false;
+      for (int j = 0; j <= t; ++j)
+        if (future >> j & 1U)
+          for (int i : in_[j])
+            if (!(future >> i & 1U)) {
+              future |= 1U << i;
+              grew = true;
+            }
+    }
     const uint32_t below_t = (1U << t) - 1;
     auto charge = [&](double energy_j, double time_s) {
       return total_ ? g_.dynamic_energy_j(energy_j, time_s) : energy_j;
@@ -228,6 +245,7 @@ class BruteForce {
   uint64_t budget_;
   double deadline_;
   bool total_;
+  Holds holds_;
   std::vector<std::vector<int>> in_, users_;
   std::map<std::tuple<int, uint32_t, uint32_t, int, double>, Front> memo_;
 };
