@@ -490,8 +490,9 @@ constexpr std::size_t kWholeGraphMaxStates = 250'000;
 constexpr double kWholeGraphAgainShare = 0.25;
 constexpr std::size_t kWholeGraphAgainMaxStates = 2'000'000;
 
-/// Whether `plan` keeps what the search's model leaves out: the deadline and the stash budget
-/// (and the budget, which it keeps).
+/// Whether `plan` keeps the request's budget, stash budget and deadline, as the stage model
+/// measures it: what a plan from another model (a contained one, the relaxed whole-graph
+/// search, which leaves the deadline and the stash out) must show.
 bool meets_request(const TrainingGraph& graph, const StagePlan& plan, const PlanRequest& req) {
   const StagePlanCosts costs = evaluate_stage_plan(graph, plan, req.objective);
   return costs.peak_bytes <= req.budget_bytes && costs.stash_bytes <= req.stash_budget_bytes &&
@@ -568,11 +569,7 @@ std::optional<StagePlan> contained_plan(const TrainingGraph& graph, const PlanRe
     StagePlan found = model.plan_from(solved.x);
     if (check_stage_plan(graph, found).empty()) plan = std::move(found);
   }
-  if (!plan) return std::nullopt;
-  const StagePlanCosts costs = evaluate_stage_plan(graph, *plan, req.objective);
-  if (costs.peak_bytes > req.budget_bytes || costs.stash_bytes > req.stash_budget_bytes ||
-      costs.deadline_time_s > req.deadline_s * (1 + 1e-9))
-    return std::nullopt;
+  if (!plan || !meets_request(graph, *plan, req)) return std::nullopt;
   return plan;
 }
 
@@ -704,7 +701,7 @@ PlanResult search_poet(const TrainingGraph& graph, const PlanRequest& request, M
         memory_bound_j = std::max(memory_bound_j, found->bound_j);
         known_bound_j = memory_bound_j;
         const bool usable = found->plan && meets_request(graph, *found->plan, req);
-        if (adopt_cheaper(usable ? std::move(*found->plan) : *heuristic)) return result;  // against the bound found
+        if (adopt_cheaper(usable ? *found->plan : *heuristic)) return result;  // against the bound found
       }
     }
   }
