@@ -6,6 +6,16 @@
 // paged in at its end; memory frees a tensor right after its last use in the stage unless it
 // is kept. Returns the minimum energy, or infinity when nothing fits.
 //
+// A stage may hold, page out and page in what a later stage reads and, up the graph, the
+// inputs of those, for a later recomputation: on a 4-op graph with mixed saves at 19,456 B
+// holding op3.backward's output to recompute op2.backward's costs 0.077 J, and a search that
+// held only what a later stage reads found 0.103 J (docs/performance.md, thirty-second
+// increment). What it leaves out is only what costs more in every way: recomputing a node no
+// compute of the stage reads without keeping it, writing out a tensor no later stage can page
+// in, keeping more than the next stage can start with. Without a deadline it searches best
+// first (A*), from the first stage, under one pass over the nodes left; with one, it keeps
+// each point's Pareto front of time and energy to the end.
+//
 // Under Objective::kTotal a stage's page-ins run either during it (their memory counts from
 // the stage start) or after its computes and drops (no memory in the stage, their time added
 // to it); a tensor being paged out stays until the stage ends; a stage lasts the longer of
@@ -18,9 +28,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
+#include <queue>
 #include <tuple>
 #include <vector>
 
@@ -29,26 +42,35 @@
 
 namespace ergon::planner::testing {
 
-/// What a schedule may hold, page out and page in across a stage: what a later stage reads;
-/// or that and, up the graph, the inputs of those, for a later recomputation of them. The
-/// wider search finds schedules the narrower one misses (a 4-op graph with mixed saves at
-/// 19,456 B: 0.077 J against 0.103 J, holding an input to recompute a gradient), and takes
-/// 100 times longer on those graphs.
-enum class Holds { kWhatALaterStageReads, kAlsoTheirInputs };
-
 class BruteForce {
  public:
-  BruteForce(const TrainingGraph& g, uint64_t budget, double deadline_s,
-             Objective objective = Objective::kPoet, Holds holds = Holds::kWhatALaterStageReads)
-      : g_(g), n_(g.size()), budget_(budget), deadline_(deadline_s),
-        total_(objective == Objective::kTotal), holds_(holds) {
+  BruteForce(const TrainingGraph& g, uint64_t budget, double deadline_s, Objective objective = Objective::kPoet)
+      : g_(g), n_(g.size()), budget_(budget), deadline_(deadline_s), total_(objective == Objective::kTotal) {
     in_ = g.inputs();
     users_ = g.users();
+    points_.resize(static_cast<std::size_t>(n_));
+    future_.assign(static_cast<std::size_t>(n_) + 1, 0);
+    for (int t = 0; t < n_; ++t) {
+      uint32_t& future = future_[t];  // tensors someone after stage t still needs
+      for (int i = 0; i <= t; ++i)
+        if (needed_after(i, t)) future |= 1U << i;
+      for (bool grew = true; grew;) {  // and what they are made from
+        grew = false;
+        for (int j = 0; j <= t; ++j)
+          if (future >> j & 1U)
+            for (int i : in_[j])
+              if (!(future >> i & 1U)) {
+                future |= 1U << i;
+                grew = true;
+              }
+      }
+    }
   }
 
   double min_energy() {
+    if (std::isinf(deadline_)) return least_energy();
     double best = std::numeric_limits<double>::infinity();
-    for (const auto& [time, energy] : frontier(0, 0, 0))
+    for (const auto& [time, energy] : frontier(key_of(0, 0, 0)))
       if (time <= deadline_ * (1 + 1e-9)) best = std::min(best, energy);
     return best;
   }
@@ -80,35 +102,76 @@ class BruteForce {
 
   uint64_t mem_of(uint32_t mask) const {
     uint64_t m = 0;
-    for (int i = 0; i < n_; ++i)
-      if (mask >> i & 1U) m += g_.nodes[i].output_bytes;
+    for (; mask != 0; mask &= mask - 1) m += g_.nodes[std::countr_zero(mask)].output_bytes;
     return m;
   }
 
-  /// `pending` (kTotal): a page-out running since an earlier stage, with `left_s` of its time
-  /// still to go (its energy already charged), or -1.
-  const Front& frontier(int t, uint32_t ram, uint32_t ssd, int pending = -1, double left_s = 0) {
-    const auto key = std::make_tuple(t, ram, ssd, pending, left_s);
-    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  /// A point between stages: stage t starts with `ram` resident and `ssd` written out (only
+  /// what a later stage may page in), and under kTotal `pending`, a page-out running since an
+  /// earlier stage with `left_s` of its time still to go (its energy already charged), or -1.
+  using Key = std::tuple<int, uint32_t, uint32_t, int, double>;
+
+  Key key_of(int t, uint32_t ram, uint32_t ssd, int pending = -1, double left_s = 0) const {
+    return {t, ram, ssd & future_[t], pending, left_s};  // what is written out matters where it may be paged in
+  }
+
+  /// The Pareto front of (time, energy) from `at` to the end.
+  const Front& frontier(const Key& at) {
+    if (auto it = memo_.find(at); it != memo_.end()) return it->second;
     Front result;
-    if (t == n_) {
+    if (std::get<0>(at) == n_) {
       result.emplace_back(0.0, 0.0);
-      return memo_[key] = result;
+    } else {
+      stage(at, [&](const Key& next, double stage_s, double stage_e) {
+        for (const auto& [rt, re] : frontier(next)) add(result, stage_s + rt, stage_e + re);
+      });
     }
-    uint32_t future = 0;  // tensors someone after stage t still needs
-    for (int i = 0; i <= t; ++i)
-      if (needed_after(i, t)) future |= 1U << i;
-    for (bool grew = holds_ == Holds::kAlsoTheirInputs; grew;) {  // and what they are made from
-      grew = false;
-      for (int j = 0; j <= t; ++j)
-        if (future >> j & 1U)
-          for (int i : in_[j])
-            if (!(future >> i & 1U)) {
-              future |= 1U << i;
-              grew = true;
-            }
+    return memo_[at] = std::move(result);
+  }
+
+  /// Without a deadline, energy alone: a best-first search (A*) from the first stage, which
+  /// reaches only the points cheaper than the optimum. Every stage computes its own node at
+  /// least, so one pass over the nodes left never overestimates what is left.
+  double least_energy() {
+    std::vector<double> rest_j(static_cast<std::size_t>(n_) + 1, 0.0);
+    for (int t = n_ - 1; t >= 0; --t) {
+      const NodeCost cost = g_.compute_cost(t, t >= g_.backward_phase_start());
+      rest_j[t] = rest_j[t + 1] + (total_ ? g_.dynamic_energy_j(cost.energy_j, cost.time_s) +
+                                                g_.idle_power_w * cost.time_s
+                                          : cost.energy_j);
     }
+    std::map<Key, double> best;
+    using Entry = std::pair<double, Key>;
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<>> open;
+    const Key start = key_of(0, 0, 0);
+    best[start] = 0;
+    open.emplace(rest_j[0], start);
+    while (!open.empty()) {
+      const auto [f, at] = open.top();
+      open.pop();
+      const double g = best.at(at);
+      if (f > g + rest_j[std::get<0>(at)] + 1e-15) continue;  // reached more cheaply since
+      if (std::get<0>(at) == n_) return g;
+      stage(at, [&](const Key& next, double, double stage_e) {
+        const double to_j = g + stage_e;
+        auto [it, fresh] = best.try_emplace(next, to_j);
+        if (!fresh && it->second <= to_j) return;
+        it->second = to_j;
+        open.emplace(to_j + rest_j[std::get<0>(next)], next);
+      });
+    }
+    return std::numeric_limits<double>::infinity();
+  }
+
+  /// Calls `emit(next, stage_s, stage_e)` for each way through the stage `at` starts: the
+  /// point the next stage starts at, the stage's time and its energy.
+  template <class Emit>
+  void stage(const Key& at, Emit&& emit) {
+    const auto [t, ram, ssd, pending, left_s] = at;
+    if (mem_of(ram) > budget_) return;  // no stage starts over the budget
+    const uint32_t future = future_[t];
     const uint32_t below_t = (1U << t) - 1;
+    const bool backward = t >= g_.backward_phase_start();
     auto charge = [&](double energy_j, double time_s) {
       return total_ ? g_.dynamic_energy_j(energy_j, time_s) : energy_j;
     };
@@ -122,11 +185,14 @@ class BruteForce {
     };
     std::vector<Outs> outs;
     const uint32_t pending_bit = pending >= 0 ? 1U << pending : 0U;
-    for (uint32_t out : subsets(ram & ~ssd & future & ~pending_bit)) {
+    // A tensor written out is of use only where a later stage may page it in: one that ends
+    // here is on storage from the next stage on, one that goes on from the stage after.
+    const uint32_t writable = ram & ~ssd & ~pending_bit;
+    for (uint32_t out : subsets(writable & future_at(t + 1))) {
       outs.push_back({out | pending_bit, false, -1});
       if (!total_) continue;
       for (int i = 0; i < n_; ++i)
-        if ((ram & ~ssd & future & ~pending_bit & ~out) >> i & 1U) outs.push_back({out | pending_bit, false, i});
+        if ((writable & future_at(t + 2) & ~out) >> i & 1U) outs.push_back({out | pending_bit, false, i});
     }
     if (pending >= 0) outs.push_back({pending_bit, true, -1});
     for (const auto& [out, through, goes_on] : outs) {
@@ -146,6 +212,13 @@ class BruteForce {
                                                               : std::vector<uint32_t>{0};
       for (uint32_t extra : subsets(below_t & ~ram)) {
         const uint32_t compute = extra | (1U << t);
+        // A node computed again that no node of the stage reads must be kept: else leaving it
+        // out costs less in every way.
+        uint32_t unread = extra;
+        for (int k = 0; k <= t; ++k)
+          if (compute >> k & 1U)
+            for (int i : in_[k]) unread &= ~(1U << i);
+        if ((unread & future) != unread) continue;
         for (uint32_t in_during : during) {
           double in_during_e = 0, in_during_s = 0;
           for (int i = 0; i < n_; ++i) {
@@ -153,36 +226,49 @@ class BruteForce {
             in_during_e += charge(g_.nodes[i].pagein_energy_j, g_.nodes[i].pagein_time_s);
             in_during_s += g_.nodes[i].pagein_time_s;
           }
-          for (uint32_t keep : subsets((ram | compute) & future)) {
-            // Replay the stage.
-            uint32_t resident = ram;
-            uint64_t mem = mem_of(ram) + mem_of(in_during);
-            bool ok = mem <= budget_;
-            double compute_s = 0, energy = page_out_e + in_during_e;
-            for (int k = 0; k <= t && ok; ++k) {
-              if (!(compute >> k & 1U)) continue;
-              for (int i : in_[k]) ok = ok && (resident >> i & 1U);
-              if (!ok) break;
-              resident |= 1U << k;
-              mem += g_.nodes[k].output_bytes;
-              ok = mem <= budget_;
-              const NodeCost cost = g_.compute_cost(k, t >= g_.backward_phase_start());
-              compute_s += cost.time_s;
-              energy += charge(cost.energy_j, cost.time_s);
-              std::vector<int> candidates = in_[k];
-              candidates.push_back(k);
-              for (int i : candidates) {
-                if (!(resident >> i & 1U) || (keep >> i & 1U)) continue;
-                if (total_ && (out >> i & 1U)) continue;  // held until its page-out is done
-                bool later_use = false;
-                for (int j : users_[i]) later_use = later_use || (j > k && (compute >> j & 1U));
-                if (later_use) continue;
-                resident &= ~(1U << i);
-                mem -= g_.nodes[i].output_bytes;
+          // Replay the stage once, keeping nothing: which tensors each compute drops after
+          // it, and the memory when each output is made. Keeping a tensor leaves the inputs
+          // of later computes as they are (a tensor is dropped only when no later compute of
+          // the stage reads it), and adds its bytes from where it would have been dropped on.
+          uint32_t resident = ram, dropped = 0;
+          uint64_t mem = mem_of(ram) + mem_of(in_during);
+          bool ok = mem <= budget_;
+          double compute_s = 0, compute_e = page_out_e + in_during_e;
+          auto& points = points_[t];  // one per stage: the stages after this one recurse
+          points.clear();
+          for (int k = 0; k <= t && ok; ++k) {
+            if (!(compute >> k & 1U)) continue;
+            for (int i : in_[k]) ok = ok && (resident >> i & 1U);
+            if (!ok) break;
+            resident |= 1U << k;
+            mem += g_.nodes[k].output_bytes;
+            points.emplace_back(dropped, mem);
+            const NodeCost cost = g_.compute_cost(k, backward);
+            compute_s += cost.time_s;
+            compute_e += charge(cost.energy_j, cost.time_s);
+            auto drop = [&](int i) {
+              if (!(resident >> i & 1U)) return;
+              if (total_ && (out >> i & 1U)) return;  // held until its page-out is done
+              for (int j : users_[i])
+                if (j > k && (compute >> j & 1U)) return;
+              resident &= ~(1U << i);
+              dropped |= 1U << i;
+              mem -= g_.nodes[i].output_bytes;
+            };
+            for (int i : in_[k]) drop(i);
+            drop(k);
+          }
+          if (!ok) continue;
+          for (uint32_t kept : subsets((ram | compute) & future & ~unread)) {
+            const uint32_t keep = kept | unread;
+            const double energy = compute_e;
+            bool fits = mem_of(keep) <= budget_;  // the next stage starts with it
+            for (const auto& [before, made_bytes] : points)
+              if (made_bytes + mem_of(keep & before) > budget_) {
+                fits = false;
+                break;
               }
-            }
-            if (!ok) continue;
-            if ((keep & resident) != keep) continue;
+            if (!fits) continue;
             if (through) {
               // The page-out goes on into the next stage, the tensor still held; the stage
               // waits for nothing.
@@ -190,8 +276,7 @@ class BruteForce {
               const double left_next_s = page_out_s - compute_s;
               if (left_next_s <= 0) continue;  // done here: ending here costs no more
               const int node = std::countr_zero(out);
-              for (const auto& [rt, re] : frontier(t + 1, keep, ssd, node, left_next_s))
-                add(result, compute_s + rt, energy + g_.idle_power_w * compute_s + re);
+              emit(key_of(t + 1, keep, ssd, node, left_next_s), compute_s, energy + g_.idle_power_w * compute_s);
               continue;
             }
             const uint32_t next_ssd = ssd | out;
@@ -206,13 +291,13 @@ class BruteForce {
               if (left_next_s <= 0) continue;  // done here: ending here costs no more
               const double stage_e = energy + charge(node.pageout_energy_j, node.pageout_time_s) +
                                      g_.idle_power_w * stage_s;
-              for (const auto& [rt, re] : frontier(t + 1, keep | in_during, next_ssd, goes_on, left_next_s))
-                add(result, stage_s + rt, stage_e + re);
+              emit(key_of(t + 1, keep | in_during, next_ssd, goes_on, left_next_s), stage_s, stage_e);
               continue;
             }
             if (total_) {
               // Late page-ins: after the computes and drops, taking no memory in this stage.
               for (uint32_t late : subsets(ssd & future & ~keep & ~in_during)) {
+                if (mem_of(keep | in_during | late) > budget_) continue;
                 double late_e = 0, late_s = 0;
                 for (int i = 0; i < n_; ++i) {
                   if (!(late >> i & 1U)) continue;
@@ -221,23 +306,21 @@ class BruteForce {
                 }
                 const double stage_s = std::max(compute_s, page_out_s + in_during_s) + late_s;
                 const double stage_e = energy + late_e + g_.idle_power_w * stage_s;
-                for (const auto& [rt, re] : frontier(t + 1, keep | in_during | late, next_ssd))
-                  add(result, stage_s + rt, stage_e + re);
+                emit(key_of(t + 1, keep | in_during | late, next_ssd), stage_s, stage_e);
               }
               continue;
             }
             for (uint32_t in : subsets(ssd & future & ~keep)) {
+              if (mem_of(keep | in) > budget_) continue;
               double in_e = 0;
               for (int i = 0; i < n_; ++i)
                 if (in >> i & 1U) in_e += g_.nodes[i].pagein_energy_j;
-              for (const auto& [rt, re] : frontier(t + 1, keep | in, next_ssd))
-                add(result, compute_s + rt, energy + in_e + re);
+              emit(key_of(t + 1, keep | in, next_ssd), compute_s, energy + in_e);
             }
           }
         }
       }
     }
-    return memo_[key] = result;
   }
 
   const TrainingGraph& g_;
@@ -245,9 +328,12 @@ class BruteForce {
   uint64_t budget_;
   double deadline_;
   bool total_;
-  Holds holds_;
   std::vector<std::vector<int>> in_, users_;
-  std::map<std::tuple<int, uint32_t, uint32_t, int, double>, Front> memo_;
+  std::vector<uint32_t> future_;  ///< per stage: what a later stage may still read (none after the last)
+  [[nodiscard]] uint32_t future_at(int t) const { return future_[std::min(t, n_)]; }
+  std::map<Key, Front> memo_;
+  /// Per stage, its replay: for each compute, what was dropped before it and the memory then.
+  std::vector<std::vector<std::pair<uint32_t, uint64_t>>> points_;
 };
 
 }  // namespace ergon::planner::testing

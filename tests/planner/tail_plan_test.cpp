@@ -142,8 +142,9 @@ TEST(ReplanTail, ReturnsOnlyValidCheaperPlansOnRandomGraphs) {
 // The whole-graph bound is a relaxation of the stage model: never above the exhaustive
 // optimum, or the planner would call a poor plan optimal; and, seeing every moment at once,
 // often at it, and above the memory bound (one moment at a time) on graphs whose outputs
-// die early. The way through it ends on, where it holds as a plan, costs the bound under poet:
-// the planner answers with it.
+// die early. The way through it ends on, where it holds as a plan, costs the bound under poet,
+// and is the optimum (on graphs with mixed saves often one that holds an input to recompute a
+// gradient): the planner answers with it.
 TEST(WholeGraphBound, NeverExceedsTheExhaustiveOptimumAndOftenMeetsIt) {
   int cases = 0, met = 0, above_memory_bound = 0, poet_plans = 0;
   testing::for_each_exhaustive_case(
@@ -163,13 +164,15 @@ TEST(WholeGraphBound, NeverExceedsTheExhaustiveOptimumAndOftenMeetsIt) {
         if (!whole->plan) return;
         expect_valid_within(g, *whole->plan, budget, objective);
         if (objective == Objective::kPoet) {
-          EXPECT_NEAR(evaluate_stage_plan(g, *whole->plan, objective).energy_j, bound_j, 1e-9 * bound_j);
+          const double plan_j = evaluate_stage_plan(g, *whole->plan, objective).energy_j;
+          EXPECT_NEAR(plan_j, bound_j, 1e-9 * bound_j);
+          EXPECT_NEAR(plan_j, truth_j, 1e-9 * truth_j);
           ++poet_plans;
         }
       });
-  // 158 cases; at the optimum in 96, above the memory bound in 22; 68 plans under poet.
+  // 158 cases; at the optimum in 110, above the memory bound in 22; 68 plans under poet.
   EXPECT_GE(cases, 150);
-  EXPECT_GE(met, 90);
+  EXPECT_GE(met, 100);
   EXPECT_GE(above_memory_bound, 20);
   EXPECT_GE(poet_plans, 60);
 }
