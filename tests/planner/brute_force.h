@@ -11,8 +11,9 @@
 // holding op3.backward's output to recompute op2.backward's costs 0.077 J, and a search that
 // held only what a later stage reads found 0.103 J (docs/performance.md, thirty-second
 // increment). What it leaves out is only what costs more in every way: recomputing a node no
-// compute of the stage reads without keeping it, writing out a tensor no later stage can page
-// in, keeping more than the next stage can start with. Without a deadline it searches best
+// compute of the stage reads without keeping it (unless it frees an input being written
+// out); writing out a tensor no later stage can page in; keeping more than the next stage
+// can start with. Without a deadline it searches best
 // first (A*), from the first stage, under one pass over the nodes left; with one, it keeps
 // each point's Pareto front of time and energy to the end.
 //
@@ -173,7 +174,11 @@ class BruteForce {
   /// point the next stage starts at, the stage's time and its energy.
   template <class Emit>
   void stage(const Key& at, Emit&& emit) {
-    const auto [t, ram, ssd, pending, left_s] = at;
+    // Named, not bound: lambdas below capture them (clang before 16 cannot capture a binding).
+    const int t = std::get<0>(at);
+    const uint32_t ram = std::get<1>(at), ssd = std::get<2>(at);
+    const int pending = std::get<3>(at);
+    const double left_s = std::get<4>(at);
     if (mem_of(ram) > budget_) return;  // no stage starts over the budget
     const uint32_t future = future_[t];
     const uint32_t below_t = (1U << t) - 1;
@@ -218,14 +223,12 @@ class BruteForce {
                                                               : std::vector<uint32_t>{0};
       for (uint32_t extra : subsets(below_t & ~ram)) {
         const uint32_t compute = extra | (1U << t);
-        // A node computed again that no node of the stage reads must be kept: else leaving it
-        // out costs less in every way.
-        uint32_t unread = extra;
+        uint32_t unread_extra = extra;  // computed again, and read by no compute of the stage
         for (int k = 0; k <= t; ++k)
           if (compute >> k & 1U)
-            for (int i : in_[k]) unread &= ~(1U << i);
-        if ((unread & future) != unread) continue;
+            for (int i : in_[k]) unread_extra &= ~(1U << i);
         for (uint32_t in_during : during) {
+          uint32_t unread = unread_extra;
           double in_during_e = 0, in_during_s = 0;
           for (int i = 0; i < n_; ++i) {
             if (!(in_during >> i & 1U)) continue;
@@ -261,10 +264,17 @@ class BruteForce {
               dropped |= 1U << i;
               mem -= g_.nodes[i].output_bytes;
             };
+            const uint32_t before_k = dropped;
             for (int i : in_[k]) drop(i);
+            // A node computed again that no compute reads must be kept: else leaving it out
+            // costs less in every way. Unless it frees an input the stage writes out (under
+            // poet, where a page-out does not hold its tensor), lowering what the stage holds
+            // after it. An input it frees that the stage neither reads nor keeps nor writes out
+            // was held for nothing: leaving it out of the stage before costs less.
+            if ((unread >> k & 1U) && ((dropped & ~before_k) & out) != 0) unread &= ~(1U << k);
             drop(k);
           }
-          if (!ok) continue;
+          if (!ok || (unread & future) != unread) continue;
           for (uint32_t kept : subsets((ram | compute) & future & ~unread)) {
             const uint32_t keep = kept | unread;
             const double energy = compute_e;
