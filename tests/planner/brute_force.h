@@ -13,9 +13,9 @@
 // increment). What it leaves out is only what costs more in every way: recomputing a node no
 // compute of the stage reads without keeping it (unless it frees an input being written
 // out); writing out a tensor no later stage can page in; keeping more than the next stage
-// can start with. Without a deadline it searches best
-// first (A*), from the first stage, under one pass over the nodes left; with one, it keeps
-// each point's Pareto front of time and energy to the end.
+// can start with. Without a deadline it searches best first (A*), from the first stage,
+// under one pass over the nodes left; with one, it keeps each point's Pareto front of time
+// and energy to the end.
 //
 // Under Objective::kTotal a stage's page-ins run either during it (their memory counts from
 // the stage start) or after its computes and drops (no memory in the stage, their time added
@@ -206,7 +206,10 @@ class BruteForce {
         if ((writable & future_at(t + 2) & ~out) >> i & 1U) outs.push_back({out | pending_bit, false, i});
     }
     if (pending >= 0) outs.push_back({pending_bit, true, -1});
-    for (const auto& [out, through, goes_on] : outs) {
+    for (const Outs& choice : outs) {
+      const uint32_t out = choice.out;  // captured below
+      const bool through = choice.through;
+      const int goes_on = choice.goes_on;
       double page_out_e = 0, page_out_s = 0;
       for (int i = 0; i < n_; ++i) {
         if (!(out >> i & 1U)) continue;
