@@ -1,6 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -15,7 +14,6 @@
 #include "planner/graph_json.h"
 #include "planner/poet.h"
 #include "planner/stage_plan.h"
-#include "planner/tail_plan.h"
 #include "planner/zoo.h"
 #include "tests/support/test_graphs.h"
 

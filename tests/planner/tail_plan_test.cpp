@@ -160,7 +160,7 @@ TEST(WholeGraphBound, NeverExceedsTheExhaustiveOptimumAndOftenMeetsIt) {
         ++cases;
         if (bound_j >= truth_j * (1 - 1e-9)) ++met;
         if (bound_j > memory_lower_bound_j(g, budget, objective) * (1 + 1e-9)) ++above_memory_bound;
-        // The plan it ends on, where it holds, costs the bound under poet.
+        // The plan it ends on, where it holds, costs the bound under poet and is the optimum.
         if (!whole->plan) return;
         expect_valid_within(g, *whole->plan, budget, objective);
         if (objective == Objective::kPoet) {
