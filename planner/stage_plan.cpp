@@ -297,8 +297,11 @@ namespace {
 /// no memory there but not hidden behind them. kRecomputeEarly: recomputed in the stage
 /// before and carried in, so its chain's transient outputs do not add to the peak of a stage
 /// that recomputes much else (the stage MILP does this where backward stages recompute long
-/// chains; see derive()).
-enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute, kPageLate, kRecomputeEarly };
+/// chains; see derive()). kPageEarly (Objective::kPoet): written out in the stage that last
+/// reads it before the gap, where it is resident anyway, rather than in the stage after (where
+/// it stays until that stage's first compute): away for the whole gap, and a gap of one stage
+/// (read again two stages on) can be paged at all.
+enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute, kPageLate, kRecomputeEarly, kPageEarly };
 constexpr bool recomputes(Bridge b) { return b == kRecompute || b == kRecomputeEarly; }
 /// Each stage's bridge for each tensor ([stage][node], a Bridge per byte), in one block.
 class Choices {
@@ -452,6 +455,8 @@ class Greedy {
     if (allowed.recompute) bridges_.push_back(kRecompute);
     if (allowed.paging && objective == Objective::kTotal) bridges_.push_back(kPageLate);
     if (allowed.paging) bridges_.push_back(kPage);
+    bridges_early_ = bridges_;
+    if (allowed.paging && objective == Objective::kPoet) bridges_early_.push_back(kPageEarly);
     dear_chains_ = allowed.recompute && n_ <= kDearChainsUpTo;
   }
 
@@ -825,6 +830,10 @@ class Greedy {
              g_.compute_cost(inner.node, in_stage >= late_from_).energy_j >= kDearFactor * own_j;
     };
     if (std::none_of(recomputed.gaps.begin(), recomputed.gaps.end(), dear)) return std::nullopt;
+    if (keep == kPageEarly && std::none_of(recomputed.gaps.begin(), recomputed.gaps.end(), [&](const Gap& inner) {
+          return dear(inner) && pages_out_early(recomputed, inner);
+        }))
+      return std::nullopt;  // the same plan as paged in by kPage
     State next = blank();
     next.choices = recomputed.choices;
     for (const Gap& inner : recomputed.gaps)
@@ -840,6 +849,8 @@ class Greedy {
     if (std::optional<State> kept = keeping_dear(recomputed, gap, b)) out.push_back(std::move(*kept));
     if (allowed_.paging)
       if (std::optional<State> paged = keeping_dear(recomputed, gap, b, kPage)) out.push_back(std::move(*paged));
+    if (page_early_ && pages_early())
+      if (std::optional<State> paged = keeping_dear(recomputed, gap, b, kPageEarly)) out.push_back(std::move(*paged));
   }
 
   /// The ways of bridging `gap` by `b` the searches measure, appended to `out`, the plain one
@@ -897,7 +908,8 @@ class Greedy {
       for (std::size_t k = 0; k < s.gaps.size(); ++k) {
         const Gap& gap = s.gaps[k];
         if (gap.used != kCarry || gap.to - gap.from < 2 || !covers_excess(s, gap)) continue;
-        for (Bridge alt : bridges_) {
+        for (Bridge alt : moves()) {
+          if (alt == kPageEarly && !pages_out_early(s, gap)) continue;
           double order = 0;
           if (lazy) {
             order = estimate(s, gap, alt);
@@ -974,7 +986,7 @@ class Greedy {
       const NodeCost c = g_.compute_cost(gap.node, gap.to >= late_from_);
       cost_j = charge(c.energy_j, c.time_s) + (total ? unhidden_j(c.time_s, gap.to) : 0.0);
     } else {
-      ++leaves_from;  // it stays through the stage that pages it out
+      if (b != kPageEarly) ++leaves_from;  // it stays through the stage that pages it out
       cost_j = charge(node.pageout_energy_j, node.pageout_time_s) +
                charge(node.pagein_energy_j, node.pagein_time_s);
       if (total) cost_j += unhidden_j(node.pageout_time_s, gap.from + 1);
@@ -998,17 +1010,29 @@ class Greedy {
   /// time is up. Undo-and-repair escapes the greedy's early, myopic choices.
   ///
   /// Where the search ends with time left, it goes on with the early recomputations
-  /// (kRecomputeEarly, variants()) among its moves too, until a whole round of those changes
-  /// nothing. They come second so that the first search, and what it finds, is what it was
-  /// without them; a search from the start with them ends elsewhere, as often worse as
-  /// better (docs/performance.md, fifteenth increment).
+  /// (kRecomputeEarly, variants()) and the early page-outs (kPageEarly) among its moves too,
+  /// until a whole round of those changes nothing. They come second so that the first
+  /// search, and what it finds, is what it was without them; a search from the start with
+  /// them ends elsewhere, as often worse as better (docs/performance.md, fifteenth and
+  /// thirty-third increments).
   void improve(State& s) const {
     better_->found(s.costs.energy_j);
     search_locally(s);
-    if (!allowed_.recompute || std::chrono::steady_clock::now() >= stop_at_) return;
-    early_moves_ = true;
+    if ((!allowed_.recompute && !pages_early()) || std::chrono::steady_clock::now() >= stop_at_) return;
+    early_moves_ = allowed_.recompute;
+    page_early_ = true;
     search_locally(s);
-    early_moves_ = false;
+    early_moves_ = page_early_ = false;
+  }
+
+  /// Whether kPageEarly is a way this search may bridge by (kPoet, paging allowed).
+  [[nodiscard]] bool pages_early() const { return bridges_early_.size() > bridges_.size(); }
+
+  /// Whether kPageEarly bridges `gap` of `s` otherwise than kPage: the tensor is resident
+  /// as the stage that last reads it starts, so that stage may write it out. Where it was
+  /// computed in that stage, the two derive the same plan, which need not be measured twice.
+  [[nodiscard]] static bool pages_out_early(const State& s, const Gap& gap) {
+    return s.plan.ram[gap.from][gap.node];
   }
 
   /// One local search (see improve()); with `only`, over the gaps it marks alone
@@ -1035,7 +1059,7 @@ class Greedy {
         std::vector<State> later;
         if (recomputes(gap.used)) dear_kept_or_paged(s, gap, gap.used, later);
         for (Bridge alt : bridges_with_carry()) {
-          if (alt == gap.used) continue;
+          if (alt == gap.used || (alt == kPageEarly && !pages_out_early(s, gap))) continue;
           variants(s, gap, alt, later);
           State next = std::move(later.back());  // the plain way is last in
           later.pop_back();
@@ -1068,12 +1092,13 @@ class Greedy {
     }
   }
 
-  /// kick_and_search() with the early recomputations among the local search's moves, as
-  /// improve() ends with them.
+  /// kick_and_search() with the early recomputations and page-outs among the local search's
+  /// moves, as improve() ends with them.
   void kick(State& s, uint64_t seed) const {
     early_moves_ = allowed_.recompute;
+    page_early_ = true;
     kick_and_search(s, seed);
-    early_moves_ = false;
+    early_moves_ = page_early_ = false;
   }
   static constexpr uint64_t kFirstSeed = 1, kSecondSeed = 2;
 
@@ -1116,6 +1141,9 @@ class Greedy {
         const bool undo = !bridged.empty() && rng() % 2 == 0;
         const Gap& gap = undo ? s.gaps[bridged[rng() % bridged.size()]] : s.gaps[rng() % s.gaps.size()];
         if (!undo && gap.to - gap.from < 2) continue;  // nothing to bridge
+        // Drawn from the first search's bridges, kPageEarly left to the search after the
+        // kick: drawn too, it changes which kicks a seed makes, and the cut ResNet layer's
+        // optimum was no longer found within kIdleKicks.
         t.choices[gap.to][gap.node] = undo ? kCarry : bridges_[rng() % bridges_.size()];
         any = true;
       }
@@ -1222,10 +1250,18 @@ class Greedy {
           const bool is_direct = std::find(direct.begin(), direct.end(), i) != direct.end();
           b = is_direct || carry_until[i] > t ? kCarry : kRecompute;
         }
-        if (b == kPage || b == kPageLate) {
+        if (b == kPage || b == kPageLate || b == kPageEarly) {
           bool on_ssd = ssd_from[i] <= t - 1;
           const bool chained = !on_ssd && a + 1 <= t - 2 && objective_ == Objective::kTotal && hidden_;
-          if (chained) {
+          bool early = false;
+          if (b == kPageEarly && !on_ssd && p.ram[a][i] && a + 1 <= t - 1) {
+            // A page-out holds no memory under kPoet: the tensor is dropped after its reads
+            // in stage a.
+            p.page_out[a][i] = 1;
+            p.ssd.set_rows(i, a + 1, p.n - 1);
+            ssd_from[i] = a + 1;
+            on_ssd = early = true;
+          } else if (chained) {
             // Placed once every page-in is (chain_page_outs), by when the tensor was made.
             chain.push_back({i, a + 1, t - 2});
             ssd_from[i] = a + 2;
@@ -1275,7 +1311,7 @@ class Greedy {
             if (chained) chain.back().last = in_stage - 1;
             p.ram.set_rows(i, in_stage + 1, t);
             last[i] = t;
-            gaps.push_back({i, a, t, kPage});
+            gaps.push_back({i, a, t, early ? kPageEarly : kPage});
             continue;
           }
           b = kCarry;
@@ -1399,9 +1435,12 @@ class Greedy {
     }
   }
 
+  /// The bridges the search tries now: kPageEarly too where page_early_ is set.
+  [[nodiscard]] const std::vector<Bridge>& moves() const { return page_early_ ? bridges_early_ : bridges_; }
+
   std::vector<Bridge> bridges_with_carry() const {
     std::vector<Bridge> all = {kCarry};
-    all.insert(all.end(), bridges_.begin(), bridges_.end());
+    all.insert(all.end(), moves().begin(), moves().end());
     return all;
   }
 
@@ -1418,6 +1457,10 @@ class Greedy {
   AllowedMoves allowed_;
   int late_from_;  ///< stages from here on run in the backward phase's mode
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
+  std::vector<Bridge> bridges_early_;  ///< bridges_ and, under kPoet with paging, kPageEarly
+  /// kPageEarly among the moves: in the phases after the first local search (improve(),
+  /// kick()), so that the first search and what it finds are what they were without it.
+  mutable bool page_early_ = false;
   bool dear_chains_ = false;     ///< recomputations measured both ways (kDearChainsUpTo)
   mutable bool early_moves_ = false;  ///< kRecomputeEarly among the moves (improve())
   std::chrono::steady_clock::time_point stop_at_;  ///< when local search gives up
