@@ -297,10 +297,10 @@ namespace {
 /// no memory there but not hidden behind them. kRecomputeEarly: recomputed in the stage
 /// before and carried in, so its chain's transient outputs do not add to the peak of a stage
 /// that recomputes much else (the stage MILP does this where backward stages recompute long
-/// chains; see derive()). kPageEarly: written out in the stage that last reads it before the
-/// gap, where it is resident anyway, rather than in the stage after (which holds it
-/// throughout): away for the whole gap, and a gap of one stage (read again two stages on) can
-/// be paged at all (under kTotal paged back in late, as kPageLate does).
+/// chains; see derive()). kPageEarly (Objective::kPoet): written out in the stage that last
+/// reads it before the gap, where it is resident anyway, rather than in the stage after (which
+/// holds it throughout): away for the whole gap, and a gap of one stage (read again two stages
+/// on) can be paged at all.
 enum Bridge : char { kUnset = 0, kCarry, kPage, kRecompute, kPageLate, kRecomputeEarly, kPageEarly };
 constexpr bool recomputes(Bridge b) { return b == kRecompute || b == kRecomputeEarly; }
 /// Each stage's bridge for each tensor ([stage][node], a Bridge per byte), in one block.
@@ -456,7 +456,7 @@ class Greedy {
     if (allowed.paging && objective == Objective::kTotal) bridges_.push_back(kPageLate);
     if (allowed.paging) bridges_.push_back(kPage);
     bridges_early_ = bridges_;
-    if (allowed.paging) bridges_early_.push_back(kPageEarly);
+    if (allowed.paging && objective == Objective::kPoet) bridges_early_.push_back(kPageEarly);
     dear_chains_ = allowed.recompute && n_ <= kDearChainsUpTo;
   }
 
@@ -989,7 +989,7 @@ class Greedy {
       if (b != kPageEarly) ++leaves_from;  // it stays through the stage that pages it out
       cost_j = charge(node.pageout_energy_j, node.pageout_time_s) +
                charge(node.pagein_energy_j, node.pagein_time_s);
-      if (total && b != kPageEarly) cost_j += unhidden_j(node.pageout_time_s, gap.from + 1);
+      if (total) cost_j += unhidden_j(node.pageout_time_s, gap.from + 1);
     }
     double relief_bytes = 0;
     for (int t = leaves_from; t <= leaves_to; ++t) {
@@ -1025,7 +1025,7 @@ class Greedy {
     early_moves_ = page_early_ = false;
   }
 
-  /// Whether kPageEarly is a way this search may bridge by (paging allowed).
+  /// Whether kPageEarly is a way this search may bridge by (kPoet, paging allowed).
   [[nodiscard]] bool pages_early() const { return bridges_early_.size() > bridges_.size(); }
 
   /// Whether kPageEarly may bridge `gap` of `s` otherwise than kPage: the tensor is resident
@@ -1035,8 +1035,8 @@ class Greedy {
   /// saves more measurements but moved resnet50-cifar at 30 % of the nRF52840 from 2.308 %
   /// back to 2.389 %: the lazy repair's order then differs. docs/performance.md,
   /// thirty-third increment.)
-  [[nodiscard]] bool pages_out_early(const State& s, const Gap& gap) const {
-    return s.plan.ram[gap.from][gap.node] && (objective_ == Objective::kPoet || gap.to - gap.from == 2);
+  [[nodiscard]] static bool pages_out_early(const State& s, const Gap& gap) {
+    return s.plan.ram[gap.from][gap.node];
   }
 
   /// One local search (see improve()); with `only`, over the gaps it marks alone
@@ -1256,18 +1256,15 @@ class Greedy {
         }
         if (b == kPage || b == kPageLate || b == kPageEarly) {
           bool on_ssd = ssd_from[i] <= t - 1;
-          const bool early = b == kPageEarly && !on_ssd && p.ram[a][i] &&
-                             (objective_ == Objective::kPoet ? a + 1 <= t - 1 : a + 2 == t);
-          const bool chained = !early && !on_ssd && a + 1 <= t - 2 && objective_ == Objective::kTotal && hidden_;
-          if (early) {
+          const bool chained = !on_ssd && a + 1 <= t - 2 && objective_ == Objective::kTotal && hidden_;
+          bool early = false;
+          if (b == kPageEarly && !on_ssd && p.ram[a][i] && a + 1 <= t - 1) {
             // A page-out holds no memory under kPoet: the tensor is dropped after its reads
-            // in stage a. Under kTotal it is held to the end of stage a, whose computes hide
-            // what they can of the transfer.
-            if (objective_ == Objective::kTotal) channel.add(a, g_.nodes[i].pageout_time_s);
+            // in stage a.
             p.page_out[a][i] = 1;
             p.ssd.set_rows(i, a + 1, p.n - 1);
             ssd_from[i] = a + 1;
-            on_ssd = true;
+            on_ssd = early = true;
           } else if (chained) {
             // Placed once every page-in is (chain_page_outs), by when the tensor was made.
             chain.push_back({i, a + 1, t - 2});
@@ -1289,14 +1286,12 @@ class Greedy {
             ssd_from[i] = span.last + 1;
             on_ssd = true;
           }
-          // Under kTotal a page-in during the one stage of a gap holds the tensor from that
-          // stage's start: an early page-out of such a gap pages it in late.
-          if (on_ssd && (b == kPageLate || (early && objective_ == Objective::kTotal && a + 2 == t))) {
+          if (on_ssd && b == kPageLate) {
             p.page_in_late[t - 1][i] = 1;
             channel.add_late(t - 1);
             p.ram[t][i] = 1;
             last[i] = t;
-            gaps.push_back({i, a, t, early ? kPageEarly : kPageLate});
+            gaps.push_back({i, a, t, kPageLate});
             continue;
           }
           if (on_ssd && a + 1 <= t - 1) {
@@ -1466,7 +1461,7 @@ class Greedy {
   AllowedMoves allowed_;
   int late_from_;  ///< stages from here on run in the backward phase's mode
   std::vector<Bridge> bridges_;  ///< what may replace carrying a tensor
-  std::vector<Bridge> bridges_early_;  ///< bridges_ and, with paging, kPageEarly
+  std::vector<Bridge> bridges_early_;  ///< bridges_ and, under kPoet with paging, kPageEarly
   /// kPageEarly among the moves: in the phases after the first local search (improve(),
   /// kick()), so that the first search and what it finds are what they were without it.
   mutable bool page_early_ = false;

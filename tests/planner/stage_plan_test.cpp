@@ -287,10 +287,10 @@ TEST(GreedyStagePlan, NeverBeatsTheExhaustiveOptimumAndAlwaysHoldsUp) {
   EXPECT_GE(found, 30);
 }
 
-// Wherever the search finds a plan of a 4-op graph with mixed saves under poet, it is the
-// exhaustive optimum. A tensor read again two stages on cannot be paged if it is written out
-// only after its last read: the search recomputed such tensors, with their chains, where the
-// optimum writes an input out early and pages it back for one stage. Before it could, 12 of
+// Wherever the search finds a plan of a 4-op graph with mixed saves, it is the exhaustive
+// optimum. A tensor read again two stages on cannot be paged if it is written out only after
+// its last read: the search recomputed such tensors, with their chains, where the optimum
+// writes two inputs out early and pages them back for one stage. Before it could, 12 of
 // these plans were dearer than the optimum, by up to 12.8 % (and on a 5-op graph by 45.6 %,
 // a 0.2 J gradient recomputed for want of 3 mJ of paging).
 TEST(GreedyStagePlan, FindsTheExhaustiveOptimumOfEveryFourOpGraphItPlans) {
@@ -316,42 +316,6 @@ TEST(GreedyStagePlan, FindsTheExhaustiveOptimumOfEveryFourOpGraphItPlans) {
   }
   EXPECT_EQ(cases, 267);
   EXPECT_GE(found, 264);
-}
-
-// The same graphs under total, where a page-out holds its tensor to the end of its stage and
-// a tensor written out early for a gap of one stage is paged back in late: the search's plans
-// are the optimum in most cases and within 6 % of it in the rest, and the simulator replays
-// each in no more energy than the model claims. Before, 20 of 263 plans were dearer than the
-// optimum, by up to 12.7 %.
-TEST(GreedyStagePlan, UnderTotalFindsTheExhaustiveOptimumOfMostFourOpGraphsAndNearItElsewhere) {
-  const double unlimited = std::numeric_limits<double>::infinity();
-  int found = 0;
-  int optimal = 0;
-  for (uint32_t seed = 0; seed < 40; ++seed) {
-    const auto g = build_training_graph(testing::random_forward_mixed_saves(4, seed), testing::CostsWithIdle());
-    const uint64_t lo = g.min_working_set_bytes();
-    const uint64_t hi = g.store_all_peak_bytes();
-    for (int step = 0; step <= 6; ++step) {
-      const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 6;
-      const auto plan = greedy_stage_plan(g, budget, unlimited, {}, unlimited, Objective::kTotal);
-      if (!plan) continue;
-      ++found;
-      SCOPED_TRACE("seed " + std::to_string(seed) + " budget " + std::to_string(budget));
-      ASSERT_EQ(check_stage_plan(g, *plan), "");
-      const StagePlanCosts claim = evaluate_stage_plan(g, *plan, Objective::kTotal);
-      EXPECT_LE(claim.peak_bytes, budget);
-      const ScheduleReport sim = simulate(g, to_schedule(g, *plan, Objective::kTotal), budget);
-      ASSERT_TRUE(sim.valid) << sim.error;
-      EXPECT_LE(sim.total_energy_j, claim.energy_j * (1 + 1e-9));
-      const double truth = testing::BruteForce(g, budget, unlimited, Objective::kTotal).min_energy();
-      EXPECT_GE(claim.energy_j, truth * (1 - 1e-9));
-      EXPECT_LE(claim.energy_j, truth * 1.06);
-      optimal += claim.energy_j <= truth * (1 + 1e-9);
-    }
-  }
-  RecordProperty("optimal", optimal);
-  EXPECT_GE(found, 262);
-  EXPECT_GE(optimal, 250);
 }
 
 // A baseline's schedule, given as a seed, is a start the local search improves on: the plan
