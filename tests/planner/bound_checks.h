@@ -27,10 +27,7 @@ void for_each_exhaustive_case(uint32_t seeds, const Forward& forward_of_seed, co
       const ForwardGraph forward = forward_of_seed(seed);
       const auto g = objective == Objective::kPoet ? build_training_graph(forward, LinearCosts())
                                                    : build_training_graph(forward, CostsWithIdle());
-      const uint64_t lo = g.min_working_set_bytes();
-      const uint64_t hi = g.store_all_peak_bytes();
-      for (int step = 0; step <= 6; ++step) {
-        const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 6;
+      for (const uint64_t budget : seven_budgets(g)) {
         const double truth_j = BruteForce(g, budget, std::numeric_limits<double>::infinity(), objective).min_energy();
         if (std::isinf(truth_j)) continue;
         SCOPED_TRACE("seed " + std::to_string(seed) + " budget " + std::to_string(budget));

@@ -261,11 +261,8 @@ TEST(MemoryBound, ChargesTheStallOfTransfersNoComputeHides) {
   int cases = 0;
   for (uint32_t seed = 1; seed <= 24; ++seed) {
     const auto g = build_training_graph(random_forward(3, seed, seed % 2 == 0), CostsWithIdle());
-    const uint64_t lo = g.min_working_set_bytes();
-    const uint64_t hi = g.store_all_peak_bytes();
     const double one_pass_j = g.single_pass_energy_j();
-    for (int step = 0; step <= 6; ++step) {
-      const uint64_t budget = lo + (hi - lo) * static_cast<uint64_t>(step) / 6;
+    for (const uint64_t budget : testing::seven_budgets(g)) {
       const double truth = BruteForce(g, budget, kNoDeadline, Objective::kTotal).min_energy();
       if (std::isinf(truth) || truth <= one_pass_j * (1 + 1e-9)) continue;
       const double bound = memory_lower_bound_j(g, budget, Objective::kTotal);

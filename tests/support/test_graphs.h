@@ -3,10 +3,21 @@
 #include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "planner/graph.h"
 
 namespace ergon::planner::testing {
+
+/// Seven budgets evenly spaced from the least working set to store-all: the sweep the tests
+/// and benches against the exhaustive optimum run each graph at.
+inline std::vector<uint64_t> seven_budgets(const TrainingGraph& g) {
+  const uint64_t lo = g.min_working_set_bytes();
+  const uint64_t hi = g.store_all_peak_bytes();
+  std::vector<uint64_t> budgets;
+  for (int step = 0; step <= 6; ++step) budgets.push_back(lo + (hi - lo) * static_cast<uint64_t>(step) / 6);
+  return budgets;
+}
 
 /// Costs proportional to work: 1 GFLOP/s at 2 W while computing, paging at 10 MB/s and
 /// 0.5 W plus 1 ms latency. Simple enough to check by hand.
