@@ -714,34 +714,6 @@ double memory_lower_bound_j(const TrainingGraph& graph, uint64_t budget_bytes,
   // Starting from what the first scan found, a moment's knapsack is bounded both ways only
   // where that could raise the answer.
   if (!forced.empty()) worst_extra_j = scan(true, false, worst_extra_j);
-  // Every certain absence holds whatever the others do, so any subset of them is a bound as
-  // well, and one may be higher than all of them together: a certain re-creation is charged
-  // as the tensor alone, while as a knapsack item a recomputation carries its dead inputs
-  // (RegNet-Y's stem at 26 % of the Pi 4: its convolution and ReLU outputs both certain
-  // there, the ReLU recomputed alone). Each subset of up to kSubsetsOf certain absences is
-  // tried, or each one left out beyond that.
-  if (forced.size() > 1) {
-    const std::vector<Forced> all = forced;
-    constexpr std::size_t kSubsetsOf = 4;
-    std::vector<uint32_t> subsets;
-    if (all.size() <= kSubsetsOf) {
-      for (uint32_t mask = 1; mask + 1 < (1U << all.size()); ++mask) subsets.push_back(mask);
-    }
-    for (const uint32_t mask : subsets) {
-      forced.clear();
-      for (std::size_t k = 0; k < all.size(); ++k)
-        if (mask >> k & 1U) forced.push_back(all[k]);
-      worst_extra_j = scan(true, false, worst_extra_j);
-    }
-    if (all.size() > kSubsetsOf)
-      for (std::size_t out = 0; out < all.size(); ++out) {
-        forced.clear();
-        for (std::size_t k = 0; k < all.size(); ++k)
-          if (k != out) forced.push_back(all[k]);
-        worst_extra_j = scan(true, false, worst_extra_j);
-      }
-    forced = all;
-  }
   return one_pass + worst_extra_j;
 }
 

@@ -37,9 +37,7 @@ double one_pass_j(const TrainingGraph& graph, Objective objective);
 /// falls before its certain absence and whose recomputation needs it (through dead outputs)
 /// is taken with it as one item, the two away together costing that extra re-creation or the
 /// output's page (ResNet-18's stem: its convolution output, and the ReLU output recomputed
-/// from it through the batch norm). Each certain absence holds whatever the others do, so
-/// the bound also takes subsets of them: charged together, a certain ReLU output is
-/// re-created alone where its convolution is certain to be away too.
+/// from it through the batch norm).
 /// It takes milliseconds (DenseNet-121: 60 ms under poet) and, unlike the MILP's LP
 /// relaxation, does not weaken when recomputation is fractional.
 ///

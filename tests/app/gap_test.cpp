@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include "app/plan.h"
-#include "planner/bounds.h"
 
 namespace ergon::app {
 namespace {
@@ -57,26 +56,6 @@ TEST(DefaultGap, BertTinyOnThePi4AtHalfMemoryIsProvenWithinIt) {
   ASSERT_TRUE(out.result.schedule) << out.result.why;
   EXPECT_EQ(out.result.status, planner::ModelStatus::kOptimal) << "gap " << out.result.gap;
   EXPECT_LE(out.result.gap, out.gap.gap);
-}
-
-TEST(MemoryBoundOnRealExports, NeverFallsAsTheBudgetShrinksPastRegNetsStem) {
-  // torchvision's RegNet-Y 400MF on the Pi 4 under poet: at 26 % of store-all the stem's
-  // convolution and ReLU outputs are certain to be away as well as a block's convolution.
-  // Charged together, the ReLU's certain re-creation counted it alone and the bound fell
-  // below the one at 27 % (2.757 J against 2.784 J); a smaller budget cannot need less.
-  PlanArgs args;
-  args.onnx_file = std::string(ERGON_TEST_DATA_DIR) + "/onnx/regnet_y_400mf.onnx";
-  args.board = "pi4";
-  args.objective = "poet";
-  const auto graph = load_graph(args);
-  double larger_j = 0;
-  for (const char* budget : {"30%", "29%", "28%", "27%", "26%", "25%"}) {
-    args.budget = budget;
-    const planner::PlanRequest req = make_request(args, graph);
-    const double bound_j = planner::memory_lower_bound_j(graph, req.budget_bytes, req.objective, req.allowed);
-    EXPECT_GE(bound_j, larger_j * (1 - 1e-12)) << budget;
-    larger_j = bound_j;
-  }
 }
 
 }  // namespace
