@@ -27,8 +27,7 @@ void BM_ExhaustiveOptimumOfMixedSavesGraphs(benchmark::State& state) {
     int solved = 0;
     for (uint32_t seed = 0; seed < seeds; ++seed) {
       const ForwardGraph forward = testing::random_forward_mixed_saves(ops, seed);
-      const auto g = objective == Objective::kPoet ? build_training_graph(forward, testing::LinearCosts())
-                                                   : build_training_graph(forward, testing::CostsWithIdle());
+      const auto g = testing::costed_for(forward, objective);
       for (const uint64_t budget : testing::seven_budgets(g)) {
         const double j = testing::BruteForce(g, budget, std::numeric_limits<double>::infinity(), objective).min_energy();
         benchmark::DoNotOptimize(j);
@@ -62,8 +61,7 @@ void BM_GreedySearchAgainstTheExhaustiveOptimum(benchmark::State& state) {
     double worst_pct = 0;
     for (uint32_t seed = 0; seed < seeds; ++seed) {
       const ForwardGraph forward = testing::random_forward_mixed_saves(ops, seed);
-      const auto g = objective == Objective::kPoet ? build_training_graph(forward, testing::LinearCosts())
-                                                   : build_training_graph(forward, testing::CostsWithIdle());
+      const auto g = testing::costed_for(forward, objective);
       for (const uint64_t budget : testing::seven_budgets(g)) {
         const double truth = testing::BruteForce(g, budget, unlimited, objective).min_energy();
         if (std::isinf(truth)) continue;

@@ -25,8 +25,7 @@ void for_each_exhaustive_case(uint32_t seeds, const Forward& forward_of_seed, co
   for (uint32_t seed = 1; seed <= seeds; ++seed) {
     for (Objective objective : {Objective::kPoet, Objective::kTotal}) {
       const ForwardGraph forward = forward_of_seed(seed);
-      const auto g = objective == Objective::kPoet ? build_training_graph(forward, LinearCosts())
-                                                   : build_training_graph(forward, CostsWithIdle());
+      const auto g = costed_for(forward, objective);
       for (const uint64_t budget : seven_budgets(g)) {
         const double truth_j = BruteForce(g, budget, std::numeric_limits<double>::infinity(), objective).min_energy();
         if (std::isinf(truth_j)) continue;

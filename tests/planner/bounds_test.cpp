@@ -22,6 +22,7 @@ namespace {
 
 using testing::bound_cases_below_exhaustive_optimum;
 using testing::BruteForce;
+using testing::costed_for;
 using testing::CostsWithIdle;
 using testing::LinearCosts;
 using testing::random_forward;
@@ -78,8 +79,7 @@ TEST(MemoryBound, ChargesTheProjectionThatRecomputedSlicesNeed) {
   // distance from one pass to the optimum over these budgets; following it to the projection
   // closes 62 % and 61 %.
   for (Objective objective : {Objective::kPoet, Objective::kTotal}) {
-    const auto g = objective == Objective::kPoet ? build_training_graph(f, LinearCosts())
-                                                 : build_training_graph(f, CostsWithIdle());
+    const auto g = costed_for(f, objective);
     const uint64_t lo = g.min_working_set_bytes();
     const uint64_t hi = g.store_all_peak_bytes();
     const double one_pass_j = g.single_pass_energy_j();

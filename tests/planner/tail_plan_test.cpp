@@ -18,6 +18,7 @@
 namespace ergon::planner {
 namespace {
 
+using testing::costed_for;
 using testing::CostsWithIdle;
 using testing::LinearCosts;
 using testing::random_forward;
@@ -113,8 +114,7 @@ TEST(ReplanTail, ReturnsOnlyValidCheaperPlansOnRandomGraphs) {
   for (uint32_t seed = 1; seed <= 20; ++seed) {
     for (Objective objective : {Objective::kPoet, Objective::kTotal}) {
       const ForwardGraph forward = random_forward(12, seed, seed % 2 == 0);
-      const auto g = objective == Objective::kPoet ? build_training_graph(forward, LinearCosts())
-                                                   : build_training_graph(forward, CostsWithIdle());
+      const auto g = costed_for(forward, objective);
       const uint64_t lo = g.min_working_set_bytes();
       const uint64_t hi = g.store_all_peak_bytes();
       auto try_start = [&](uint64_t budget, AllowedMoves start_moves) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "planner/graph.h"
+#include "planner/schedule.h"
 
 namespace ergon::planner::testing {
 
@@ -49,6 +50,13 @@ class CostsWithIdle final : public CostModel {
   NodeCost page_out(uint64_t bytes) const override { return page_in(bytes); }
   double idle_power_w() const override { return 1.0; }
 };
+
+/// `forward` costed for `objective` as the tests against the exhaustive optimum cost it:
+/// LinearCosts under poet (no idle power to plan), CostsWithIdle under total.
+inline TrainingGraph costed_for(const ForwardGraph& forward, Objective objective) {
+  return objective == Objective::kPoet ? build_training_graph(forward, LinearCosts())
+                                       : build_training_graph(forward, CostsWithIdle());
+}
 
 /// A hand-built graph's node on a board that idles at 1 W, computes at 3 W and pages at
 /// 1.5 W (as CostsWithIdle), each transfer taking the time given.
